@@ -1,0 +1,1 @@
+"""REST API routers, one per resource."""

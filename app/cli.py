@@ -1,0 +1,156 @@
+"""The `kernelwiki` command line: index, lint, serve, search, verify, evidence import.
+
+Each command takes `--wiki` and `--db` (or `KERNELWIKI_WIKI`, `KERNELWIKI_DB`).
+Heavy imports happen inside commands so `kernelwiki lint` stays quick.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from app.settings import Settings
+
+cli = typer.Typer(help="kernelwiki: GPU kernel engineering facts, proven by compiled and executed snippets.", no_args_is_help=True)
+evidence_cli = typer.Typer(help="Evidence records made elsewhere.", no_args_is_help=True)
+cli.add_typer(evidence_cli, name="evidence")
+out = Console()
+err = Console(stderr=True)
+
+WikiOpt = Annotated[Optional[Path], typer.Option("--wiki", help="wiki folder [env KERNELWIKI_WIKI]")]
+DbOpt = Annotated[Optional[str], typer.Option("--db", help="index URL [env KERNELWIKI_DB]")]
+
+
+def settings_for(wiki: Path | None, db: str | None, **more: object) -> Settings:
+    """Settings from the environment, overridden by the options given."""
+    overrides = {k: v for k, v in {"wiki": wiki, "db": db, **more}.items() if v is not None}
+    return Settings(**overrides)
+
+
+def open_store(settings: Settings):  # type: ignore[no-untyped-def]
+    from app.store import Store
+
+    store = Store(settings.db)
+    store.create_schema()
+    return store
+
+
+@cli.command()
+def index(wiki: WikiOpt = None, db: DbOpt = None, force: Annotated[bool, typer.Option(help="reparse every file")] = False) -> None:
+    """Index the wiki into the SQL index (only changed files are reparsed)."""
+    settings = settings_for(wiki, db)
+    store = open_store(settings)
+    report = store.reindex(settings.wiki, force=force)
+    loaded = store.evidence.load_dir(settings.evidence)
+    for d in report.diagnostics:
+        err.print(str(d), markup=False, highlight=False)
+    out.print(
+        f"indexed {settings.wiki}: {len(report.added)} added, {len(report.updated)} updated, "
+        f"{len(report.removed)} removed, {report.unchanged} unchanged, {len(report.failed)} with errors "
+        f"in {report.seconds:.2f}s; evidence: {loaded.inserted} new records",
+        highlight=False,
+    )
+
+
+@cli.command()
+def lint(wiki: WikiOpt = None) -> None:
+    """Check every page; exit 1 when there are errors (warnings are reported too)."""
+    from app.pages import load_wiki
+    from snippets.extract import extract_snippets
+
+    settings = settings_for(wiki, None)
+    if not settings.wiki.is_dir():
+        err.print(f"{settings.wiki}: error: not a folder", markup=False)
+        raise typer.Exit(1)
+    wiki_data = load_wiki(settings.wiki)
+    diags = list(wiki_data.diagnostics)
+    for page in wiki_data.pages.values():
+        _, problems = extract_snippets(page.id, page.path, page.body, page.body_line, page.architectures)
+        diags += [p for p in problems]
+    for d in sorted(diags, key=lambda d: (d.path, d.line)):
+        err.print(str(d) if hasattr(d, "__str__") else d, markup=False, highlight=False)
+    errors = sum(1 for d in diags if d.severity == "error")
+    warnings = len(diags) - errors
+    out.print(f"{len(wiki_data.pages)} pages, {errors} errors, {warnings} warnings", highlight=False)
+    if errors:
+        raise typer.Exit(1)
+
+
+@cli.command()
+def serve(
+    wiki: WikiOpt = None,
+    db: DbOpt = None,
+    host: Annotated[Optional[str], typer.Option(help="address to listen on")] = None,
+    port: Annotated[Optional[int], typer.Option(help="port")] = None,
+) -> None:
+    """Index the wiki, then serve the API and the docs browser."""
+    import uvicorn
+
+    from app.main import create_app, prepare_store
+
+    settings = settings_for(wiki, db, host=host, port=port)
+    store = prepare_store(settings)
+    health = store.health()
+    out.print(f"serving {health['pages']} pages on http://{settings.host}:{settings.port}", highlight=False)
+    uvicorn.run(create_app(settings, store=store), host=settings.host, port=settings.port, log_level="info")
+
+
+@cli.command()
+def search(
+    query: Annotated[str, typer.Argument(help="what to look for")],
+    wiki: WikiOpt = None,
+    db: DbOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the API's JSON")] = False,
+    limit: int = 10,
+    type: Optional[str] = None,
+    arch: Optional[str] = None,
+    tag: Optional[str] = None,
+) -> None:
+    """Search the index (indexing first when needed)."""
+    from app.store import Filters
+
+    settings = settings_for(wiki, db)
+    store = open_store(settings)
+    store.reindex(settings.wiki)
+    result = store.search(query, Filters(type=type, arch=arch, tag=tag), limit=limit)
+    if as_json:
+        typer.echo(result.model_dump_json(indent=2))
+        return
+    if result.did_you_mean:
+        out.print(f"did you mean: {result.did_you_mean}", highlight=False)
+    table = Table("page", "section", "type", "score")
+    for r in result.results:
+        table.add_row(r.id, f"{r.section.heading} (#{r.section.anchor})" if r.section else "", r.type, f"{r.score:.2f}")
+    out.print(table)
+    out.print(f"{result.total} results in {result.took_ms:.1f} ms", highlight=False)
+
+
+@evidence_cli.command("import")
+def evidence_import(files: Annotated[list[Path], typer.Argument(help="JSONL files of evidence records")], wiki: WikiOpt = None, db: DbOpt = None) -> None:
+    """Attach evidence produced elsewhere; importing the same records twice changes nothing."""
+    settings = settings_for(wiki, db)
+    store = open_store(settings)
+    store.reindex(settings.wiki)
+    bad = False
+    for path in files:
+        result = store.evidence.import_jsonl(path)
+        for e in result.errors:
+            err.print(e, markup=False, highlight=False)
+        bad = bad or bool(result.errors)
+        out.print(f"{path}: {result.inserted} new, {result.duplicates} already present, {len(result.errors)} rejected", highlight=False)
+    if bad:
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

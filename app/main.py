@@ -1,0 +1,62 @@
+"""The app factory: settings in, a FastAPI app out, with its store on `app.state`."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from typing import AsyncIterator
+
+from fastapi import FastAPI
+
+from app.api import health, pages, search, snippets
+from app.errors import install_error_handlers
+from app.settings import Settings
+from app.store import Store
+
+log = logging.getLogger("kernelwiki")
+
+
+def prepare_store(settings: Settings) -> Store:
+    """Open the index, create its schema, index the wiki and load committed evidence."""
+    store = Store(settings.db)
+    store.create_schema()
+    if settings.index_on_start:
+        report = store.reindex(settings.wiki)
+        for d in report.diagnostics:
+            log.warning("%s", d)
+        loaded = store.evidence.load_dir(settings.evidence)
+        for e in loaded.errors:
+            log.warning("%s", e)
+    return store
+
+
+def create_app(settings: Settings | None = None, store: Store | None = None) -> FastAPI:
+    """Build the service; pass a prepared `store` to skip indexing at start."""
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if getattr(app.state, "store", None) is None:
+            app.state.store = prepare_store(settings)
+        yield
+        app.state.store.engine.dispose()
+
+    app = FastAPI(
+        title="kernelwiki",
+        description="GPU kernel engineering facts whose snippets are compiled and run on real GPUs.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.store = store
+    for router in (search.router, pages.router, snippets.router, health.router):
+        app.include_router(router)
+    html_errors = None
+    try:
+        from app.web import install_web  # the HTML docs browser
+
+        html_errors = install_web(app)
+    except ImportError:  # pragma: no cover - the web module is optional while it is built
+        pass
+    install_error_handlers(app, html_errors)
+    return app

@@ -1,0 +1,114 @@
+"""Markdown → safe HTML with heading anchors, and the page's sections for search.
+
+markdown-it-py renders with raw HTML disabled (it is escaped, never passed
+through) and with its link validator, which refuses `javascript:`, `vbscript:`,
+`file:` and most `data:` URLs. Headings get stable, unique anchors; the same
+anchors are stored with each section so a search hit can deep-link into a page.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+FenceRenderer = Callable[[Token, int], str | None]
+"""Optional hook to render a fenced block (token, 0-based fence index) → HTML, or None for the default."""
+
+
+@dataclass
+class Section:
+    """One heading of a page and the text under it (down to the next heading)."""
+
+    position: int  # 0 for the text before the first heading, then 1, 2, ...
+    level: int  # heading level 1..6; 0 for the intro
+    heading: str  # heading text ("" for the intro)
+    anchor: str  # HTML id of the heading ("" for the intro)
+    line: int  # 1-based body line of the heading
+    text: str  # plain text under the heading, code included
+
+
+@dataclass
+class Rendered:
+    """A page body rendered to HTML with its table of contents and sections."""
+
+    html: str
+    sections: list[Section] = field(default_factory=list)
+    toc: list[dict[str, Any]] = field(default_factory=list)  # [{level, heading, anchor}]
+
+
+def slugify(text: str) -> str:
+    """Heading text → anchor: lowercase words joined by '-', GPU punctuation ('.', '_') kept."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    text = re.sub(r"[^\w.\- ]+", "", text)
+    text = re.sub(r"[\s-]+", "-", text).strip("-.")
+    return text or "section"
+
+
+def _parser() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    md.enable("table")
+    md.enable("strikethrough")
+    return md
+
+
+def _inline_text(token: Token) -> str:
+    if token.children is None:
+        return token.content
+    return "".join(" " if c.type in ("softbreak", "hardbreak") else c.content for c in token.children)
+
+
+def render(body: str, fence: FenceRenderer | None = None) -> Rendered:
+    """Render a page body; `fence` may replace the HTML of fenced code blocks."""
+    md = _parser()
+    tokens = md.parse(body)
+    sections: list[Section] = [Section(0, 0, "", "", 1, "")]
+    toc: list[dict[str, Any]] = []
+    used: dict[str, int] = {}
+    texts: list[list[str]] = [[]]
+    for i, tok in enumerate(tokens):
+        if tok.type == "heading_open":
+            heading = _inline_text(tokens[i + 1])
+            base = slugify(heading)
+            n = used.get(base, 0)
+            used[base] = n + 1
+            anchor = base if n == 0 else f"{base}-{n}"
+            tok.attrSet("id", anchor)
+            level = int(tok.tag[1])
+            line = (tok.map[0] + 1) if tok.map else 1
+            sections.append(Section(len(sections), level, heading, anchor, line, ""))
+            texts.append([])
+            toc.append({"level": level, "heading": heading, "anchor": anchor})
+        elif tok.type == "inline" and not (i > 0 and tokens[i - 1].type == "heading_open"):
+            texts[-1].append(_inline_text(tok))
+        elif tok.type in ("fence", "code_block"):
+            texts[-1].append(tok.content)
+    for section, parts in zip(sections, texts):
+        section.text = "\n".join(p for p in parts if p)
+    if not sections[0].text and len(sections) > 1:
+        sections.pop(0)
+
+    counter = {"n": 0}
+
+    def fence_rule(self: Any, toks: list[Token], idx: int, options: Any, env: Any) -> str:
+        index = counter["n"]
+        counter["n"] += 1
+        if fence is not None:
+            out = fence(toks[idx], index)
+            if out is not None:
+                return out
+        return self.fence(toks, idx, options, env)
+
+    md.add_render_rule("fence", fence_rule)
+    html_out = md.renderer.render(tokens, md.options, {})
+    return Rendered(html=html_out, sections=sections, toc=toc)
+
+
+def escape(text: str) -> str:
+    """HTML-escape text (quotes included)."""
+    return html.escape(text, quote=True)

@@ -1,0 +1,132 @@
+"""SQL tables of the index (SQLModel). The API returns the `*Public` models in app/schemas.py."""
+
+from __future__ import annotations
+
+from sqlmodel import Field, SQLModel
+
+
+class PageRow(SQLModel, table=True):
+    """One indexed page; list fields live in their own tables, the raw front matter in `meta`."""
+
+    __tablename__ = "page"
+    id: str = Field(primary_key=True)
+    title: str
+    type: str = Field(index=True)
+    path: str = Field(index=True)
+    confidence: str | None = Field(default=None, index=True)
+    evidence_level: str | None = None
+    meta: str  # JSON of every front-matter field (unknown keys included)
+    body: str  # Markdown body
+    body_line: int  # file line of the body's first line
+    html: str  # rendered body
+    toc: str  # JSON list of {level, heading, anchor}
+    content_hash: str
+
+
+class FileRow(SQLModel, table=True):
+    """One Markdown file seen under the wiki root, for incremental reindexing."""
+
+    __tablename__ = "file"
+    path: str = Field(primary_key=True)
+    mtime_ns: int
+    size: int
+    content_hash: str
+    page_id: str | None = Field(default=None, index=True)  # None when the file has errors
+
+
+class DiagnosticRow(SQLModel, table=True):
+    """A problem found while indexing a file (`path:line: severity: message`)."""
+
+    __tablename__ = "diagnostic"
+    id: int | None = Field(default=None, primary_key=True)
+    path: str = Field(index=True)
+    line: int
+    severity: str
+    message: str
+
+
+class AliasRow(SQLModel, table=True):
+    __tablename__ = "alias"
+    id: int | None = Field(default=None, primary_key=True)
+    page_id: str = Field(index=True)
+    alias: str
+    alias_lower: str = Field(index=True)
+
+
+class TagRow(SQLModel, table=True):
+    __tablename__ = "tag"
+    id: int | None = Field(default=None, primary_key=True)
+    page_id: str = Field(index=True)
+    tag: str = Field(index=True)
+
+
+class LanguageRow(SQLModel, table=True):
+    __tablename__ = "language"
+    id: int | None = Field(default=None, primary_key=True)
+    page_id: str = Field(index=True)
+    language: str = Field(index=True)
+
+
+class ArchitectureRow(SQLModel, table=True):
+    """A declared architecture and its family (`sm90a` → `sm90`), for `arch=` filters."""
+
+    __tablename__ = "architecture"
+    id: int | None = Field(default=None, primary_key=True)
+    page_id: str = Field(index=True)
+    arch: str
+    family: str = Field(index=True)
+
+
+class LinkRow(SQLModel, table=True):
+    """A `related` or `sources` link; `resolved` says whether the target page exists."""
+
+    __tablename__ = "link"
+    id: int | None = Field(default=None, primary_key=True)
+    source_id: str = Field(index=True)
+    target_id: str = Field(index=True)
+    kind: str  # "related" or "sources"
+    resolved: bool = False
+
+
+class SectionRow(SQLModel, table=True):
+    """One heading of a page with its anchor and text; search answers with a section."""
+
+    __tablename__ = "section"
+    id: int | None = Field(default=None, primary_key=True)
+    page_id: str = Field(index=True)
+    position: int
+    level: int
+    heading: str
+    anchor: str
+    line: int
+    text: str
+
+
+class SnippetRow(SQLModel, table=True):
+    """A verifiable code block of a page (see docs/snippets.md)."""
+
+    __tablename__ = "snippet"
+    id: str = Field(primary_key=True)  # PAGE_ID:N
+    page_id: str = Field(index=True)
+    position: int  # N
+    line: int  # file line of the opening fence
+    lang: str = Field(index=True)
+    mode: str
+    targets: str  # JSON list, e.g. ["sm_90a", "sm_100a"]
+    content_hash: str = Field(index=True)
+    data: str  # JSON of the snippet (info, attributes, visible source)
+
+
+class EvidenceRow(SQLModel, table=True):
+    """One verification record (snippet × target × step); the full record is in `data`."""
+
+    __tablename__ = "evidence"
+    record_id: str = Field(primary_key=True)
+    snippet_id: str = Field(index=True)
+    page_id: str = Field(index=True)
+    target: str = Field(index=True)
+    step: str
+    status: str = Field(index=True)
+    content_hash: str
+    timestamp: str = Field(index=True)
+    data: str

@@ -1,0 +1,328 @@
+"""Wiki pages: reading a Markdown file's YAML front matter into a validated `Page`.
+
+This module uses only the standard library and PyYAML on purpose: the runner
+imports it on GPU nodes that have no web stack. Every problem becomes a
+`Diagnostic` naming the file and line; a page with an error is left out, the
+rest of the wiki is unaffected.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+KNOWN_TYPES = frozenset(
+    {"hardware", "technique", "pattern", "api", "source", "concept", "guide", "reference", "tool"}
+)
+"""Page types; another type is accepted with a warning."""
+
+KNOWN_ARCHITECTURES = (
+    "sm70", "sm75", "sm80", "sm86", "sm87", "sm89", "sm90", "sm90a",
+    "sm100", "sm100a", "sm100f", "sm101", "sm101a", "sm103", "sm103a",
+    "sm110", "sm110a", "sm120", "sm120a", "sm121", "sm121a",
+)  # fmt: skip
+"""Normalized architecture names a page may declare (`sm_90a`, `SM90A` normalize to `sm90a`)."""
+
+LIST_FIELDS = ("languages", "tags", "aliases", "related", "sources")
+KNOWN_FIELDS = frozenset(
+    {"id", "title", "type", "architectures", "confidence", "evidence_level", "evidence_basis", *LIST_FIELDS}
+)
+ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+MAX_FRONT_MATTER_BYTES = 64 * 1024
+"""Front matter larger than this is refused: it is metadata, not content."""
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem found in a page, printed as `path:line: severity: message`."""
+
+    path: str  # file path relative to the wiki root, posix style
+    line: int  # 1-based line in the file (1 when the whole file is concerned)
+    severity: str  # "error" or "warning"
+    message: str  # what is wrong, naming the offending value
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.severity}: {self.message}"
+
+
+@dataclass
+class Page:
+    """A validated wiki page: front matter fields plus the Markdown body."""
+
+    id: str  # unique page id
+    title: str  # human title
+    type: str  # hardware, technique, pattern, api, source, ...
+    path: str  # file path relative to the wiki root, posix style
+    body: str  # Markdown after the front matter, LF line endings
+    body_line: int  # 1-based file line of the body's first line
+    content_hash: str  # sha256 of the file's bytes, for incremental reindexing
+    architectures: list[str] = field(default_factory=list)  # normalized, e.g. ["sm90a", "sm100a"]
+    languages: list[str] = field(default_factory=list)  # '*' means any
+    tags: list[str] = field(default_factory=list)
+    aliases: list[str] = field(default_factory=list)
+    related: list[str] = field(default_factory=list)  # page ids
+    sources: list[str] = field(default_factory=list)  # ids of `type: source` pages
+    confidence: str | None = None  # verified, source-reported, inferred, ...
+    evidence_level: str | None = None  # spec, benchmark, upstream-code, ...
+    evidence_basis: list[dict[str, str]] = field(default_factory=list)  # [{source_id, evidence_type}]
+    extra: dict[str, Any] = field(default_factory=dict)  # unknown keys, JSON-safe
+    field_lines: dict[str, int] = field(default_factory=dict)  # front-matter key -> file line
+
+    def line_of(self, key: str) -> int:
+        """File line of a front-matter key, or 1 when it is absent."""
+        return self.field_lines.get(key, 1)
+
+
+class _NoAliasSafeLoader(yaml.SafeLoader):
+    """SafeLoader that refuses YAML aliases, so 'billion laughs' bombs cannot expand."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: D102
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, "YAML aliases (*name) are not allowed in front matter", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+
+def normalize_architecture(value: str) -> str:
+    """`sm_90a`, `SM90A`, `sm90a` → `sm90a` (unknown values are returned normalized, not validated)."""
+    return re.sub(r"[\s_-]", "", str(value)).lower()
+
+
+def target_of(architecture: str) -> str:
+    """Normalized page architecture → nvcc target name: `sm90a` → `sm_90a`."""
+    return "sm_" + architecture[2:]
+
+
+def _json_safe(value: Any) -> Any:
+    """Dates become ISO strings; anything not JSON-representable becomes its string form."""
+    if isinstance(value, (_dt.date, _dt.datetime)):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_json_safe(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def _split(text: str, rel: str) -> tuple[str, int, str, int] | Diagnostic:
+    """Split a page into (front matter, its first line, body, body's first line)."""
+    if not text.strip():
+        return Diagnostic(rel, 1, "error", "empty file: a page needs YAML front matter between '---' lines")
+    lines = text.split("\n")
+    if lines[0].rstrip() != "---":
+        return Diagnostic(rel, 1, "error", "missing front matter: the file must start with a '---' line")
+    for i in range(1, len(lines)):
+        if lines[i].rstrip() in ("---", "..."):
+            front = "\n".join(lines[1:i])
+            body = "\n".join(lines[i + 1 :])
+            return front, 2, body, i + 2
+    return Diagnostic(rel, 1, "error", "unclosed front matter: no closing '---' line")
+
+
+def _as_list(
+    value: Any, key: str, line: int, rel: str, diags: list[Diagnostic], warn_scalar: bool
+) -> list[str]:
+    """Coerce a front-matter list field to a list of strings, reporting odd shapes."""
+    if value is None:
+        return []
+    if isinstance(value, (str, int, float)):
+        if warn_scalar:
+            diags.append(Diagnostic(rel, line, "warning", f"'{key}' should be a list; read '{value}' as a one-item list"))
+        return [str(value)]
+    if isinstance(value, list):
+        out: list[str] = []
+        for item in value:
+            if isinstance(item, (str, int, float)) and not isinstance(item, bool):
+                out.append(str(item))
+            else:
+                diags.append(Diagnostic(rel, line, "warning", f"'{key}' item {item!r} is not a string; ignored"))
+        return out
+    diags.append(Diagnostic(rel, line, "error", f"'{key}' must be a list, not {type(value).__name__}"))
+    return []
+
+
+def parse_page(raw: bytes, rel: str) -> tuple[Page | None, list[Diagnostic]]:
+    """Parse one page's bytes; `rel` is its path relative to the wiki root (for messages)."""
+    diags: list[Diagnostic] = []
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        return None, [Diagnostic(rel, line, "error", f"not UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start}")]
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    split = _split(text, rel)
+    if isinstance(split, Diagnostic):
+        return None, [split]
+    front, front_line, body, body_line = split
+    if len(front.encode()) > MAX_FRONT_MATTER_BYTES:
+        return None, [Diagnostic(rel, 1, "error", f"front matter is larger than {MAX_FRONT_MATTER_BYTES} bytes")]
+    loader = _NoAliasSafeLoader(front)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = front_line + mark.line if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc)
+        return None, [Diagnostic(rel, line, "error", f"invalid YAML: {problem}")]
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else type(data).__name__
+        return None, [Diagnostic(rel, front_line, "error", f"front matter must be a mapping of keys to values, not {kind}")]
+
+    field_lines = {
+        str(k.value): front_line + k.start_mark.line for k, _ in node.value if isinstance(k, yaml.ScalarNode)
+    }
+    line = lambda key: field_lines.get(key, front_line)  # noqa: E731
+
+    page_id = data.get("id")
+    title = data.get("title")
+    ok = True
+    if page_id is None or str(page_id).strip() == "":
+        diags.append(Diagnostic(rel, front_line, "error", "missing required field 'id'"))
+        ok = False
+    else:
+        page_id = str(page_id)
+        if "/" in page_id or "\\" in page_id or ".." in page_id or page_id.endswith(".md"):
+            diags.append(Diagnostic(rel, line("id"), "error", f"id '{page_id}' looks like a path; use a name such as 'hw-tma'"))
+            ok = False
+        elif not ID_PATTERN.match(page_id):
+            diags.append(Diagnostic(rel, line("id"), "error", f"id '{page_id}' may hold only lowercase letters, digits, '-', '_' and '.'"))
+            ok = False
+    if title is None or not str(title).strip():
+        diags.append(Diagnostic(rel, front_line, "error", "missing required field 'title'"))
+        ok = False
+
+    page_type = str(data.get("type") or "concept")
+    if page_type not in KNOWN_TYPES:
+        diags.append(Diagnostic(rel, line("type"), "warning", f"unknown type '{page_type}' (known: {', '.join(sorted(KNOWN_TYPES))})"))
+
+    archs: list[str] = []
+    for value in _as_list(data.get("architectures"), "architectures", line("architectures"), rel, diags, True):
+        norm = normalize_architecture(value)
+        if norm not in KNOWN_ARCHITECTURES:
+            diags.append(Diagnostic(rel, line("architectures"), "error", f"unknown architecture '{value}' (known: {', '.join(KNOWN_ARCHITECTURES)})"))
+            ok = False
+        elif norm not in archs:
+            archs.append(norm)
+
+    lists = {
+        key: _as_list(data.get(key), key, line(key), rel, diags, key != "languages") for key in LIST_FIELDS
+    }
+    basis: list[dict[str, str]] = []
+    raw_basis = data.get("evidence_basis")
+    if raw_basis is not None:
+        for item in raw_basis if isinstance(raw_basis, list) else [raw_basis]:
+            if isinstance(item, dict) and "source_id" in item:
+                basis.append({"source_id": str(item["source_id"]), "evidence_type": str(item.get("evidence_type", ""))})
+            else:
+                diags.append(Diagnostic(rel, line("evidence_basis"), "warning", f"evidence_basis item {item!r} needs a source_id; ignored"))
+
+    if not ok:
+        return None, diags
+    extra = {str(k): _json_safe(v) for k, v in data.items() if str(k) not in KNOWN_FIELDS}
+    page = Page(
+        id=page_id,
+        title=str(title).strip(),
+        type=page_type,
+        path=rel,
+        body=body,
+        body_line=body_line,
+        content_hash=hashlib.sha256(raw).hexdigest(),
+        architectures=archs,
+        confidence=None if data.get("confidence") is None else str(data["confidence"]),
+        evidence_level=None if data.get("evidence_level") is None else str(data["evidence_level"]),
+        evidence_basis=basis,
+        extra=extra,
+        field_lines=field_lines,
+        **lists,
+    )
+    return page, diags
+
+
+def iter_page_files(root: Path) -> list[Path]:
+    """Every Markdown file under the wiki root, in a stable order (hidden folders skipped)."""
+    root = Path(root)
+    return sorted(
+        p for p in root.rglob("*.md")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )  # fmt: skip
+
+
+def relative_path(path: Path, root: Path) -> str:
+    """A page file's path relative to the wiki root, posix style."""
+    return Path(path).resolve().relative_to(Path(root).resolve()).as_posix()
+
+
+def load_page(path: Path, root: Path) -> tuple[Page | None, list[Diagnostic]]:
+    """Read and parse one page file; an unreadable file is a diagnostic, not an exception."""
+    rel = relative_path(path, root)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        return None, [Diagnostic(rel, 1, "error", f"cannot read file: {exc.strerror}")]
+    return parse_page(raw, rel)
+
+
+@dataclass
+class Wiki:
+    """All valid pages of a wiki folder, plus every diagnostic met while reading it."""
+
+    pages: dict[str, Page]  # by id
+    diagnostics: list[Diagnostic]
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "error"]
+
+
+def check_wiki(pages: list[Page]) -> tuple[dict[str, Page], list[Diagnostic]]:
+    """Cross-page checks: duplicate ids, unresolved links, self links, contested aliases."""
+    diags: list[Diagnostic] = []
+    by_id: dict[str, Page] = {}
+    for page in sorted(pages, key=lambda p: p.path):
+        first = by_id.get(page.id)
+        if first is not None:
+            diags.append(Diagnostic(page.path, page.line_of("id"), "error", f"duplicate id '{page.id}': also used by {first.path}; this page is left out"))
+            diags.append(Diagnostic(first.path, first.line_of("id"), "error", f"duplicate id '{page.id}': also used by {page.path}"))
+            continue
+        by_id[page.id] = page
+    alias_owner: dict[str, Page] = {}
+    for page in by_id.values():
+        for key in ("related", "sources"):
+            for target in getattr(page, key):
+                if target == page.id:
+                    diags.append(Diagnostic(page.path, page.line_of(key), "warning", f"page lists itself in '{key}'"))
+                elif target not in by_id:
+                    diags.append(Diagnostic(page.path, page.line_of(key), "warning", f"unresolved {key} id '{target}'"))
+                elif key == "sources" and by_id[target].type != "source":
+                    diags.append(Diagnostic(page.path, page.line_of(key), "warning", f"sources id '{target}' is a '{by_id[target].type}' page, not a 'source'"))
+        for alias in page.aliases:
+            owner = alias_owner.setdefault(alias.lower(), page)
+            if owner is not page and owner.id != page.id:
+                diags.append(Diagnostic(page.path, page.line_of("aliases"), "warning", f"alias '{alias}' is also claimed by {owner.path} ({owner.id})"))
+    return by_id, diags
+
+
+def load_wiki(root: Path) -> Wiki:
+    """Read every page under `root`; bad pages become diagnostics and are left out."""
+    parsed: list[Page] = []
+    diags: list[Diagnostic] = []
+    for path in iter_page_files(root):
+        page, page_diags = load_page(path, root)
+        diags.extend(page_diags)
+        if page is not None:
+            parsed.append(page)
+    pages, cross = check_wiki(parsed)
+    return Wiki(pages=pages, diagnostics=diags + cross)

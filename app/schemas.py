@@ -1,0 +1,126 @@
+"""Public shapes the API returns (and the HTML views render); separate from the table models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class ErrorPublic(BaseModel):
+    """The one error shape: every 4xx/5xx answer is `{"error": {...}}`."""
+
+    status: int
+    title: str
+    detail: str | Any = None
+
+
+class SectionRef(BaseModel):
+    heading: str
+    anchor: str
+
+
+class SearchResult(BaseModel):
+    id: str
+    title: str
+    type: str
+    path: str
+    architectures: list[str]
+    score: float
+    section: SectionRef | None
+    snippet: str = Field(description="HTML excerpt; matched words in <mark>, everything else escaped")
+
+
+class SearchPublic(BaseModel):
+    query: str
+    total: int
+    limit: int
+    offset: int
+    next: str | None = Field(default=None, description="query string of the next page of results, or null")
+    results: list[SearchResult]
+    facets: dict[str, dict[str, int]]
+    did_you_mean: str | None = None
+    took_ms: float
+
+
+class PageSummary(BaseModel):
+    id: str
+    title: str
+    type: str
+    path: str
+    architectures: list[str]
+    tags: list[str]
+    confidence: str | None = None
+
+
+class PageList(BaseModel):
+    total: int
+    limit: int
+    offset: int
+    next: str | None = None
+    pages: list[PageSummary]
+    facets: dict[str, dict[str, int]] = {}
+
+
+class LinkPublic(BaseModel):
+    id: str
+    title: str | None = None
+    resolved: bool
+    type: str | None = None
+    url: str | None = None
+
+
+class SectionPublic(BaseModel):
+    level: int
+    heading: str
+    anchor: str
+    line: int
+
+
+class EvidencePublic(BaseModel):
+    """One verification record, with whether it still matches the snippet's content."""
+
+    record_id: str
+    snippet_id: str
+    target: str
+    step: str
+    status: str
+    stale: bool = Field(description="true when the record was made for other snippet content")
+    message: str | None = None
+    timestamp: str
+    data: dict[str, Any]
+
+
+class SnippetPublic(BaseModel):
+    id: str
+    page_id: str
+    position: int
+    line: int
+    lang: str
+    mode: str
+    targets: list[str]
+    content_hash: str
+    info: str | None = None
+    source: str | None = None
+    status: str = Field(description="overall: pass, fail, xfail, unverified, skipped, stale, unknown")
+    evidence: dict[str, list[EvidencePublic]] = Field(
+        default_factory=dict, description="latest record per step for each target"
+    )
+
+
+class PagePublic(BaseModel):
+    id: str
+    title: str
+    type: str
+    path: str
+    meta: dict[str, Any] = Field(description="every front-matter field, unknown keys included")
+    html: str
+    toc: list[dict[str, Any]]
+    sections: list[SectionPublic]
+    related: list[LinkPublic]
+    sources: list[LinkPublic]
+    backlinks: list[LinkPublic]
+    snippets: list[SnippetPublic]
+    evidence_summary: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description="per target: counts of snippet statuses"
+    )

@@ -1,0 +1,71 @@
+"""Per-app state of the docs browser: the template environment and small caches.
+
+Everything lives on one `WebState` object that `install_web` puts on
+`app.state.web`, so two apps in one process never share a cache.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Generic, Hashable, TypeVar
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.requests import Request
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+STATIC = Path(__file__).resolve().parent.parent / "static"
+
+V = TypeVar("V")
+
+
+class LRU(Generic[V]):
+    """A small thread-safe least-recently-used cache."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[Hashable, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_or_make(self, key: Hashable, make: Callable[[], V]) -> V:
+        """The cached value for `key`, building it (outside the lock) when missing."""
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        value = make()
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return value
+
+
+def make_environment() -> Environment:
+    """Jinja2 with autoescaping on for every template (page authors' text is never trusted)."""
+    env = Environment(
+        loader=FileSystemLoader(str(TEMPLATES)),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        auto_reload=False,
+    )
+    return env
+
+
+@dataclass
+class WebState:
+    """The docs browser's environment and caches for one app."""
+
+    env: Environment = field(default_factory=make_environment)
+    bodies: LRU[Any] = field(default_factory=lambda: LRU(256))  # rendered page bodies
+    code: LRU[str] = field(default_factory=lambda: LRU(4096))  # highlighted code blocks
+    graphs: LRU[Any] = field(default_factory=lambda: LRU(4))  # graph layouts
+    asset_version: str = ""  # appended to asset URLs so browsers refetch after a change
+
+
+def web_state(request: Request) -> WebState:
+    """The `WebState` of the app serving `request`."""
+    return request.app.state.web

@@ -1,0 +1,172 @@
+"""Index and search benchmark on a synthetic wiki (issue: service core).
+
+    .venv/bin/python bench/bench_index.py --pages 10000
+
+Reports full index time, one changed page reindexed, search latency over HTTP
+(p50/p99, one client, a fixed query mix) and requests per second with 8
+concurrent connections. Each figure comes with a baseline measured the same
+way (reading and hashing every file; `GET /api/health` over the same HTTP
+stack) so the ratio stays meaningful on a noisy machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+WORDS = (
+    "warp warpgroup tensor memory shared global cluster barrier mbarrier pipeline stage swizzle bank "
+    "register occupancy latency throughput bandwidth tile fragment accumulator descriptor layout async "
+    "copy load store fence proxy transaction phase parity producer consumer scheduler persistent split"
+).split()
+IDENTS = ["cp.async.bulk.tensor.2d", "wgmma.mma_async.sync.aligned.m64n128k16", "tcgen05.mma.cta_group::1",
+          "mbarrier.try_wait.parity", "__syncthreads", "shared::cluster", "expect_tx", "m16n8k16", "ldmatrix.sync.aligned"]
+QUERIES = ["cp.async.bulk", "tensor memory", "wgmma.mma_async", "TMEM", "swizzle bank", "mbarrier phase",
+           "__syncthreads", "shared::cluster", "tensr memroy", "persistent scheduler"]
+ARCHS = ["sm80", "sm90", "sm90a", "sm100a"]
+TYPES = ["hardware", "technique", "pattern", "api"]
+
+
+def generate(root: Path, n: int, seed: int = 1) -> None:
+    """Write n synthetic pages of about 3 kB each, 6 sections, with GPU identifiers."""
+    rng = random.Random(seed)
+    for i in range(n):
+        folder = root / TYPES[i % 4] / f"{i // 500:03d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        sections = []
+        for s in range(6):
+            words = " ".join(rng.choice(WORDS) for _ in range(60))
+            sections.append(f"## Section {s} {rng.choice(WORDS)}\n\n{words} `{rng.choice(IDENTS)}` {words[:80]}.\n")
+        (folder / f"page-{i}.md").write_text(
+            f"---\nid: page-{i}\ntitle: {rng.choice(WORDS).title()} {rng.choice(WORDS)} {i}\n"
+            f"type: {TYPES[i % 4]}\narchitectures: [{rng.choice(ARCHS)}]\ntags: [{rng.choice(WORDS)}, {rng.choice(WORDS)}]\n"
+            f"aliases: [alias-{i}]\nrelated: [page-{(i + 1) % n}]\n---\n" + "\n".join(sections)
+        )
+
+
+def baseline_read(root: Path) -> float:
+    started = time.perf_counter()
+    for path in sorted(root.rglob("*.md")):
+        hashlib.sha256(path.read_bytes()).hexdigest()
+    return time.perf_counter() - started
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def latencies(url: str, paths: list[str], rounds: int) -> list[float]:
+    out = []
+    with httpx.Client(base_url=url, timeout=30) as client:
+        for _ in range(rounds):
+            for path in paths:
+                started = time.perf_counter()
+                client.get(path).raise_for_status()
+                out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+def throughput(url: str, paths: list[str], clients: int, seconds: float) -> float:
+    count = [0] * clients
+    stop = time.monotonic() + seconds
+
+    def work(k: int) -> None:
+        with httpx.Client(base_url=url, timeout=30) as client:
+            i = k
+            while time.monotonic() < stop:
+                client.get(paths[i % len(paths)]).raise_for_status()
+                count[k] += 1
+                i += 1
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(count) / seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pages", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=20, help="passes over the query mix for latency")
+    parser.add_argument("--seconds", type=float, default=10.0, help="duration of the concurrency run")
+    args = parser.parse_args()
+
+    from app.store import Store
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "wiki"
+        generate(root, args.pages)
+        db = f"sqlite:///{tmp}/index.db"
+        read_s = baseline_read(root)
+        store = Store(db)
+        store.create_schema()
+        report = store.reindex(root)
+        full_s = report.seconds
+        victim = root / "hardware" / "000" / "page-0.md"
+        victim.write_text(victim.read_text() + "\nchanged quokka\n")
+        one = store.reindex(root)
+        assert one.updated == ["page-0"], one
+        unchanged = store.reindex(root)
+
+        port = 8765
+        env = {**os.environ, "KERNELWIKI_INDEX_ON_START": "false"}
+        server = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "--factory", "bench.serve_factory:app", "--host", "127.0.0.1",
+             "--port", str(port), "--log-level", "warning"],
+            cwd=REPO, env={**env, "KERNELWIKI_DB": db, "KERNELWIKI_WIKI": str(root)},
+        )  # fmt: skip
+        url = f"http://127.0.0.1:{port}"
+        try:
+            for _ in range(200):
+                try:
+                    httpx.get(url + "/api/health", timeout=1)
+                    break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            search_paths = [f"/api/search?q={q}" for q in QUERIES]
+            latencies(url, search_paths, 1)  # warm-up
+            base = latencies(url, ["/api/health"], args.rounds * len(QUERIES))
+            lat = latencies(url, search_paths, args.rounds)
+            rps = throughput(url, search_paths, 8, args.seconds)
+            base_rps = throughput(url, ["/api/health"], 8, args.seconds)
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+    result = {
+        "pages": args.pages,
+        "full_index_s": round(full_s, 2),
+        "baseline_read_and_hash_s": round(read_s, 3),
+        "full_index_ratio_to_read": round(full_s / read_s, 1),
+        "one_changed_page_s": round(one.seconds, 3),
+        "unchanged_reindex_s": round(unchanged.seconds, 3),
+        "search_p50_ms": round(percentile(lat, 50), 2),
+        "search_p99_ms": round(percentile(lat, 99), 2),
+        "health_p50_ms": round(percentile(base, 50), 2),
+        "health_p99_ms": round(percentile(base, 99), 2),
+        "search_p50_ratio_to_health": round(statistics.median(lat) / statistics.median(base), 2),
+        "search_rps_8_clients": round(rps, 1),
+        "health_rps_8_clients": round(base_rps, 1),
+    }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

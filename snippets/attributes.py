@@ -1,0 +1,259 @@
+"""Info-string grammar: the language word and the attributes after it (docs/snippets.md).
+
+An info string is split into words by a small tokenizer (bare words, `key=value`,
+`key="quoted value"` with `\\"` escapes). Every word is then checked against the
+closed set of attributes; anything unknown, repeated or malformed is an
+`InfoStringError` naming what is wrong, so that a typo can never silently turn
+a block into an unchecked one.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+LANGUAGES: dict[str, str] = {"cuda": "cuda", "cu": "cuda", "c++": "cpp", "cpp": "cpp", "ptx": "ptx", "python": "python"}
+"""Info-string first word → snippet language. Any other first word is prose."""
+
+KNOWN_ARCHITECTURES: tuple[str, ...] = (
+    "sm70", "sm75", "sm80", "sm86", "sm87", "sm89", "sm90", "sm90a",
+    "sm100", "sm100a", "sm100f", "sm101", "sm101a", "sm103", "sm103a",
+    "sm110", "sm110a", "sm120", "sm120a", "sm121", "sm121a",
+)  # fmt: skip
+"""Normalized architectures a page or an `arch=` may name (the same list as app/pages.py)."""
+
+MODES: tuple[str, ...] = ("run", "compile", "compile_fail", "sketch")
+"""Mutually exclusive verification modes."""
+
+DEFAULT_RUN_TIMEOUT_S = 30
+"""Wall-clock limit of a run step when the block gives no `timeout=`."""
+
+MAX_RUN_TIMEOUT_S = 600
+"""Largest `timeout=` an author may ask for."""
+
+NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+"""What an `id=` / `uses=` name may look like."""
+
+_FLAG_PATTERNS: tuple[re.Pattern[str], ...] = (
+    re.compile(r"^-O[0-3]$"),
+    re.compile(r"^-std=c\+\+(17|20)$"),
+    re.compile(r"^-lineinfo$"),
+    re.compile(r"^--use_fast_math$"),
+    re.compile(r"^-D[A-Za-z_][A-Za-z0-9_]*(=[^\s]*)?$"),
+    re.compile(r"^-lcuda$"),
+    re.compile(r"^-rdc=true$"),
+)
+"""The nvcc flags an author may add with `flags="…"`; anything else is refused."""
+
+_BARE = {"run", "compile", "sketch", "chain"}
+_VALUED = {"compile_fail", "arch", "timeout", "output", "id", "uses", "flags", "sass", "no_sass", "ptx", "no_ptx"}
+_REPEATABLE = {"sass", "no_sass", "ptx", "no_ptx"}
+KNOWN_ATTRIBUTES: frozenset[str] = frozenset(_BARE | _VALUED)
+"""Every attribute the grammar knows."""
+
+
+class InfoStringError(ValueError):
+    """A malformed or unknown attribute; the message says which and why."""
+
+
+@dataclass
+class Attributes:
+    """The attributes of one block, parsed and validated (mode not yet defaulted)."""
+
+    mode: str | None = None  # run | compile | compile_fail | sketch, or None when not given
+    expect: str | None = None  # compile_fail's expected compiler text
+    arch: list[str] | None = None  # normalized architectures from arch=, e.g. ["sm90a"]
+    timeout: int | None = None  # run step wall-clock seconds
+    output: str | None = None  # text the program's stdout must contain
+    name: str | None = None  # id=NAME
+    uses: list[str] = field(default_factory=list)  # uses=NAME,NAME
+    chain: bool = False  # prepend every eligible earlier block
+    flags: list[str] = field(default_factory=list)  # allow-listed extra nvcc flags
+    sass: list[str] = field(default_factory=list)  # regexes the SASS must match
+    no_sass: list[str] = field(default_factory=list)  # regexes the SASS must not match
+    ptx: list[str] = field(default_factory=list)  # regexes the PTX must match
+    no_ptx: list[str] = field(default_factory=list)  # regexes the PTX must not match
+
+    def to_dict(self) -> dict[str, Any]:
+        """Only the attributes that were given (JSON-safe)."""
+        out: dict[str, Any] = {}
+        for key, value in self.__dict__.items():
+            if value in (None, False, [], ""):
+                continue
+            out[key] = list(value) if isinstance(value, list) else value
+        return out
+
+
+def normalize_architecture(value: str) -> str:
+    """`sm_90a`, `SM90A`, `sm90a` → `sm90a`."""
+    return re.sub(r"[\s_-]", "", str(value)).lower()
+
+
+def target_of(architecture: str) -> str:
+    """Normalized architecture → nvcc target: `sm90a` → `sm_90a`."""
+    return "sm_" + normalize_architecture(architecture)[2:]
+
+
+def language_of(info: str) -> tuple[str | None, str, str]:
+    """(normalized language or None for prose, the word as written, the rest of the info string)."""
+    info = info.strip()
+    if not info:
+        return None, "", ""
+    parts = info.split(None, 1)  # any whitespace (tabs too) separates the language word
+    word = parts[0]
+    rest = parts[1] if len(parts) > 1 else ""
+    return LANGUAGES.get(word.lower()), word, rest
+
+
+def tokenize(text: str) -> list[tuple[str, str | None]]:
+    """Split attributes into (key, value-or-None); quoted values may hold spaces and `\\"`."""
+    tokens: list[tuple[str, str | None]] = []
+    i, n = 0, len(text)
+    while i < n:
+        if text[i].isspace():
+            i += 1
+            continue
+        start = i
+        while i < n and not text[i].isspace() and text[i] != "=":
+            if text[i] == '"':
+                raise InfoStringError(f"unexpected quote in attribute name near '{text[start:i + 1]}'")
+            i += 1
+        key = text[start:i]
+        if not key:
+            raise InfoStringError(f"attribute value without a name near '{text[start:start + 20]}'")
+        if i >= n or text[i] != "=":
+            tokens.append((key, None))
+            continue
+        i += 1  # skip '='
+        if i < n and text[i] == '"':
+            i += 1
+            buf: list[str] = []
+            while True:
+                if i >= n:
+                    raise InfoStringError(f"unclosed quote in {key}=\"…")
+                ch = text[i]
+                if ch == "\\" and i + 1 < n and text[i + 1] in ('"', "\\"):
+                    buf.append(text[i + 1])
+                    i += 2
+                    continue
+                if ch == '"':
+                    i += 1
+                    break
+                buf.append(ch)
+                i += 1
+            if i < n and not text[i].isspace():
+                raise InfoStringError(f"{key}=\"…\" must be followed by a space, not '{text[i]}'")
+            tokens.append((key, "".join(buf)))
+        else:
+            vstart = i
+            while i < n and not text[i].isspace():
+                if text[i] == '"':
+                    raise InfoStringError(f"stray quote in the value of {key}= (quote the whole value: {key}=\"…\")")
+                i += 1
+            tokens.append((key, text[vstart:i]))
+    return tokens
+
+
+def _names(key: str, value: str) -> list[str]:
+    names = [v.strip() for v in value.split(",")]
+    if not value or any(not v for v in names):
+        raise InfoStringError(f"{key}= needs a comma-separated list of names, got '{value}'")
+    for name in names:
+        if not NAME_PATTERN.match(name):
+            raise InfoStringError(f"{key}=: '{name}' is not a valid block name (letters, digits, _ . -)")
+    return names
+
+
+def _regex(key: str, value: str) -> str:
+    if not value:
+        raise InfoStringError(f"{key}= needs a regular expression")
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise InfoStringError(f"{key}=\"{value}\" is not a valid regular expression: {exc}") from None
+    return value
+
+
+def parse_flags(value: str) -> list[str]:
+    """Split `flags="…"` and check every flag against the allow-list."""
+    try:
+        flags = shlex.split(value)
+    except ValueError as exc:
+        raise InfoStringError(f"flags=\"{value}\" cannot be split: {exc}") from None
+    if not flags:
+        raise InfoStringError("flags= is empty")
+    for flag in flags:
+        if not any(p.match(flag) for p in _FLAG_PATTERNS):
+            raise InfoStringError(
+                f"flag '{flag}' is not allowed (allowed: -O0…-O3, -std=c++17, -std=c++20, -lineinfo, "
+                "--use_fast_math, -DNAME[=VALUE], -lcuda, -rdc=true)"
+            )
+    return flags
+
+
+def parse_attributes(text: str) -> Attributes:
+    """Parse the attributes after the language word; raises InfoStringError on any problem."""
+    attrs = Attributes()
+    seen: set[str] = set()
+    for key, value in tokenize(text):
+        if key not in KNOWN_ATTRIBUTES:
+            hint = ""
+            close = [k for k in sorted(KNOWN_ATTRIBUTES) if k.replace("_", "") == key.replace("_", "").replace("-", "").lower()]
+            if close:
+                hint = f" (did you mean '{close[0]}'?)"
+            raise InfoStringError(f"unknown attribute '{key}'{hint}")
+        if key in seen and key not in _REPEATABLE:
+            if key in MODES:
+                raise InfoStringError(f"mode '{key}' is given twice")
+            raise InfoStringError(f"attribute '{key}' is given twice")
+        seen.add(key)
+        if key in MODES:
+            if attrs.mode is not None:
+                raise InfoStringError(f"more than one mode: '{attrs.mode}' and '{key}' (use at most one of run, compile, compile_fail, sketch)")
+            attrs.mode = key
+        if key in _BARE:
+            if value is not None:
+                raise InfoStringError(f"'{key}' takes no value (write it as a bare word)")
+            if key == "chain":
+                attrs.chain = True
+            continue
+        if value is None:
+            example = {"compile_fail": 'compile_fail="expected compiler text"', "arch": "arch=sm_90a,sm_100a"}.get(key, f"{key}=VALUE")
+            raise InfoStringError(f"'{key}' needs a value: {example}")
+        if key == "compile_fail":
+            if not value.strip():
+                raise InfoStringError('compile_fail= needs the expected compiler text, e.g. compile_fail="not supported on .target"')
+            attrs.expect = value
+        elif key == "arch":
+            archs: list[str] = []
+            for raw in value.split(","):
+                norm = normalize_architecture(raw)
+                if norm not in KNOWN_ARCHITECTURES:
+                    raise InfoStringError(f"arch=: unknown architecture '{raw.strip()}' (known: {', '.join(target_of(a) for a in KNOWN_ARCHITECTURES)})")
+                if norm not in archs:
+                    archs.append(norm)
+            attrs.arch = archs
+        elif key == "timeout":
+            if not re.fullmatch(r"\d+", value):
+                raise InfoStringError(f"timeout= must be a whole number of seconds, got '{value}'")
+            seconds = int(value)
+            if not 1 <= seconds <= MAX_RUN_TIMEOUT_S:
+                raise InfoStringError(f"timeout={seconds} is out of range (1…{MAX_RUN_TIMEOUT_S} seconds)")
+            attrs.timeout = seconds
+        elif key == "output":
+            if value == "":
+                raise InfoStringError('output= needs the expected text, e.g. output="OK"')
+            attrs.output = value
+        elif key == "id":
+            if "," in value:
+                raise InfoStringError(f"id= takes one name, got '{value}'")
+            attrs.name = _names("id", value)[0]
+        elif key == "uses":
+            attrs.uses = _names("uses", value)
+        elif key == "flags":
+            attrs.flags = parse_flags(value)
+        else:  # sass, no_sass, ptx, no_ptx
+            getattr(attrs, key).append(_regex(key, value))
+    return attrs

@@ -1,0 +1,79 @@
+"""Incremental, atomic reindexing."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from app.store import Filters, Store
+
+
+def test_unchanged_wiki_reparses_nothing(store, wiki_dir: Path) -> None:
+    report = store.reindex(wiki_dir)
+    assert (report.added, report.updated, report.removed, report.unchanged) == ([], [], [], 4)
+
+
+def test_changed_file_is_reindexed_and_deleted_file_leaves(store, wiki_dir: Path) -> None:
+    page = wiki_dir / "nvidia" / "tmem.md"
+    page.write_text(page.read_text().replace("128 lanes", "128 lanes (quokka)"))
+    (wiki_dir / "nvidia" / "mbarrier.md").unlink()
+    report = store.reindex(wiki_dir)
+    assert report.updated == ["hw-tmem"] and report.removed == ["hw-mbarrier"] and report.unchanged == 2
+    assert [r.id for r in store.search("quokka", Filters()).results] == ["hw-tmem"]
+    assert store.get_page("hw-mbarrier") is None
+    assert store.search("mbarrier", Filters(type="hardware")).results[0].id == "hw-tma"
+    tma = store.get_page("hw-tma")
+    assert {l.id: l.resolved for l in tma.related} == {"hw-tmem": True, "hw-mbarrier": False}
+
+
+def test_bad_page_is_reported_and_the_rest_is_indexed(store, wiki_dir: Path) -> None:
+    (wiki_dir / "broken.md").write_text("---\nid: [x\n---\n")
+    (wiki_dir / "dup.md").write_text("---\nid: hw-tma\ntitle: Again\n---\n")
+    report = store.reindex(wiki_dir)
+    text = [str(d) for d in report.diagnostics]
+    assert any(t.startswith("broken.md:2: error: invalid YAML") for t in text)
+    assert "dup.md:2: error: duplicate id 'hw-tma': also used by nvidia/tma.md; this page is left out" in text
+    assert store.get_page("hw-tma").title.startswith("Tensor Memory Accelerator")
+    assert store.health()["files_with_errors"] == 2
+
+
+def test_duplicate_is_indexed_once_its_twin_is_gone(store, wiki_dir: Path) -> None:
+    (wiki_dir / "dup.md").write_text("---\nid: hw-tma\ntitle: Again\n---\n")
+    store.reindex(wiki_dir)
+    (wiki_dir / "nvidia" / "tma.md").unlink()
+    store.reindex(wiki_dir)
+    assert store.get_page("hw-tma").title == "Again"
+
+
+def test_readers_never_see_a_half_built_index(db_url: str, wiki_dir: Path) -> None:
+    for i in range(150):
+        (wiki_dir / f"gen{i}.md").write_text(f"---\nid: gen-{i}\ntitle: Generated {i}\n---\n# S\nwarpgroup text {i}\n")
+    writer = Store(db_url)
+    writer.create_schema()
+    writer.reindex(wiki_dir)
+    reader = Store(db_url)
+    seen: set[int] = set()
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                seen.add(reader.search("warpgroup", Filters(), limit=1).total)
+            except BaseException as exc:  # noqa: BLE001 - any error fails the test
+                errors.append(exc)
+                return
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    try:
+        for _ in range(3):
+            for i in range(150):
+                (wiki_dir / f"gen{i}.md").write_text(f"---\nid: gen-{i}\ntitle: Generated {i}\n---\n# S\nwarpgroup text {i} {time.time()}\n")
+            writer.reindex(wiki_dir)
+    finally:
+        stop.set()
+        thread.join()
+    assert errors == []
+    assert seen == {150}
