@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
-from sqlmodel import SQLModel, create_engine
+from sqlmodel import create_engine
 
 from app import models  # noqa: F401  (registers the tables)
 from app.search import SearchBackend, SqliteSearch
@@ -34,7 +34,24 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    engine = create_engine(url, pool_pre_ping=True)
+    event.listen(engine, "before_cursor_execute", _without_nul, retval=True)
+    return engine
+
+
+def _without_nul(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool) -> tuple[str, Any]:
+    """PostgreSQL text cannot hold NUL: send U+FFFD instead, so a NUL in user input matches nothing instead of failing."""
+    return statement, _scrub(parameters)
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {k: _scrub(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_scrub(v) for v in value)
+    return value
 
 
 def search_backend(url: str) -> SearchBackend:
@@ -47,7 +64,7 @@ def search_backend(url: str) -> SearchBackend:
 
 
 def create_schema(engine: Engine, backend: SearchBackend) -> None:
-    """Create missing tables and the search index (idempotent)."""
-    SQLModel.metadata.create_all(engine)
-    with engine.begin() as conn:
-        backend.create(conn)
+    """Migrate to the newest schema (idempotent); the migrations also create `backend`'s search tables."""
+    from app.migrations import upgrade  # Alembic, imported only where a schema is made
+
+    upgrade(engine)

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from app.markdown import render
@@ -30,12 +33,15 @@ from app.models import (
     PageRow,
     SectionRow,
     SnippetRow,
+    StateRow,
     TagRow,
 )
-from app.pages import Diagnostic, Page, iter_page_files, parse_page
+from app.pages import Diagnostic, Page, parse_page
 from app.search import PAGE_ROW, SearchBackend, SectionDoc
 
 PAGE_TABLES = (AliasRow, TagRow, LanguageRow, ArchitectureRow, SectionRow, SnippetRow)
+PARALLEL_THRESHOLD = 256
+"""Files to parse before the work is spread over processes (start-up costs about half a second)."""
 
 
 @dataclass
@@ -57,98 +63,148 @@ def family(arch: str) -> str:
     return arch.rstrip("af") if arch[-1:] in ("a", "f") else arch
 
 
-def _snippets_of(page: Page) -> tuple[list[Any], list[Diagnostic]]:
-    """Extract a page's verifiable code blocks (see docs/snippets.md)."""
-    from snippets.extract import extract_snippets
+@dataclass
+class Prepared:
+    """A file parsed, rendered and split into snippets: the CPU-heavy part, done in worker processes."""
 
-    found, problems = extract_snippets(page.id, page.path, page.body, page.body_line, page.architectures)
-    return found, [Diagnostic(p.path, p.line, p.severity, p.message) for p in problems]
+    rel: str  # path relative to the wiki root
+    digest: str  # sha256 of the file's bytes
+    page: Page | None  # None when the file has errors
+    diagnostics: list[Diagnostic]
+    html: str = ""
+    toc: list[dict[str, Any]] = field(default_factory=list)
+    sections: list[Any] = field(default_factory=list)  # app.markdown.Section
+    snippets: list[dict[str, Any]] = field(default_factory=list)  # Snippet.to_dict()
 
 
-def _page_ids(conn: Connection, paths: list[str]) -> dict[str, str]:
-    rows = conn.execute(select(FileRow.path, FileRow.page_id).where(FileRow.page_id.is_not(None)))
-    wanted = set(paths)
-    return {path: pid for path, pid in rows if path in wanted}
+def prepare(rel: str, raw: bytes, digest: str) -> Prepared:
+    """Parse, render and extract one file (pure: safe to run in another process)."""
+    page, diags = parse_page(raw, rel)
+    if page is None:
+        return Prepared(rel, digest, None, diags)
+    rendered = render(page.body)
+    found: list[dict[str, Any]] = []
+    if "```" in page.body or "~~~" in page.body:
+        from snippets.extract import extract_snippets
+
+        snips, problems = extract_snippets(page.id, page.path, page.body, page.body_line, page.architectures)
+        found = [s.to_dict() for s in snips]
+        diags = diags + [Diagnostic(p.path, p.line, p.severity, p.message) for p in problems]
+    return Prepared(rel, digest, page, diags, rendered.html, rendered.toc, rendered.sections, found)
+
+
+def _prepare_all(items: list[tuple[str, bytes, str]]) -> list[Prepared]:
+    """Prepare files, across processes when there are many (a full index of a large wiki)."""
+    workers = os.cpu_count() or 1
+    if len(items) < PARALLEL_THRESHOLD or workers < 2:
+        return [prepare(*item) for item in items]
+    ctx = multiprocessing.get_context("fork")  # no __main__ guard needed in callers; children only parse
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        return list(pool.map(prepare, *zip(*items), chunksize=64))
 
 
 def _delete_pages(conn: Connection, backend: SearchBackend, page_ids: list[str]) -> None:
     if not page_ids:
         return
-    for table in PAGE_TABLES:
-        conn.execute(delete(table).where(table.page_id.in_(page_ids)))
-    conn.execute(delete(LinkRow).where(LinkRow.source_id.in_(page_ids)))
-    conn.execute(delete(PageRow).where(PageRow.id.in_(page_ids)))
+    for chunk in _chunks(page_ids, 500):
+        for table in PAGE_TABLES:
+            conn.execute(delete(table).where(table.page_id.in_(chunk)))
+        conn.execute(delete(LinkRow).where(LinkRow.source_id.in_(chunk)))
+        conn.execute(delete(PageRow).where(PageRow.id.in_(chunk)))
     backend.remove_pages(conn, page_ids)
 
 
-def _insert_page(
-    conn: Connection, backend: SearchBackend, page: Page, next_section: int, known_hashes: set[str]
-) -> tuple[int, list[str], list[Diagnostic]]:
-    """Write one page and its rows; returns the next free section id and new snippet ids."""
-    rendered = render(page.body)
-    meta = {
-        "id": page.id, "title": page.title, "type": page.type, "architectures": page.architectures,
-        "languages": page.languages, "tags": page.tags, "aliases": page.aliases,
-        "confidence": page.confidence, "evidence_level": page.evidence_level,
-        "evidence_basis": page.evidence_basis, "related": page.related, "sources": page.sources,
-        **page.extra,
-    }  # fmt: skip
-    conn.execute(
-        insert(PageRow),
-        [{
-            "id": page.id, "title": page.title, "type": page.type, "path": page.path,
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+class _Rows:
+    """Rows of every table, collected for a batch of pages and written with executemany."""
+
+    def __init__(self) -> None:
+        self.by_table: dict[Any, list[dict[str, Any]]] = {t: [] for t in (PageRow, AliasRow, TagRow, LanguageRow, ArchitectureRow, LinkRow, SectionRow, SnippetRow)}
+        self.docs: list[SectionDoc] = []
+
+    def add_page(self, prep: Prepared, next_section: int) -> int:
+        page = prep.page
+        assert page is not None
+        meta = {
+            "id": page.id, "title": page.title, "type": page.type, "architectures": page.architectures,
+            "languages": page.languages, "tags": page.tags, "aliases": page.aliases,
+            "confidence": page.confidence, "evidence_level": page.evidence_level,
+            "evidence_basis": page.evidence_basis, "related": page.related, "sources": page.sources,
+            **page.extra,
+        }  # fmt: skip
+        rows = self.by_table
+        rows[PageRow].append({
+            "id": page.id, "title": page.title, "title_lower": page.title.lower(), "type": page.type, "path": page.path,
             "confidence": page.confidence, "evidence_level": page.evidence_level,
             "meta": json.dumps(meta), "body": page.body, "body_line": page.body_line,
-            "html": rendered.html, "toc": json.dumps(rendered.toc), "content_hash": page.content_hash,
-        }],
-    )  # fmt: skip
-    if page.aliases:
-        conn.execute(insert(AliasRow), [{"page_id": page.id, "alias": a, "alias_lower": a.lower()} for a in page.aliases])
-    if page.tags:
-        conn.execute(insert(TagRow), [{"page_id": page.id, "tag": t} for t in page.tags])
-    if page.languages:
-        conn.execute(insert(LanguageRow), [{"page_id": page.id, "language": lang} for lang in page.languages])
-    if page.architectures:
-        conn.execute(
-            insert(ArchitectureRow),
-            [{"page_id": page.id, "arch": a, "family": family(a)} for a in page.architectures],
-        )
-    links = [
-        {"source_id": page.id, "target_id": t, "kind": kind, "resolved": False}
-        for kind in ("related", "sources")
-        for t in getattr(page, kind)
-    ]
-    if links:
-        conn.execute(insert(LinkRow), links)
-    section_rows = []
-    docs = [SectionDoc(PAGE_ROW, page.id, page.title + " " + page.id, " ".join(page.aliases), " ".join(page.tags), "", "")]
-    for section in rendered.sections:
-        sid = next_section
-        next_section += 1
-        section_rows.append({
-            "id": sid, "page_id": page.id, "position": section.position, "level": section.level,
-            "heading": section.heading, "anchor": section.anchor,
-            "line": page.body_line + section.line - 1, "text": section.text,
+            "html": prep.html, "toc": json.dumps(prep.toc), "content_hash": page.content_hash,
         })  # fmt: skip
-        docs.append(SectionDoc(sid, page.id, "", "", "", section.heading, section.text))
-    if section_rows:
-        conn.execute(insert(SectionRow), section_rows)
-    backend.add(conn, docs)
-    found, diags = _snippets_of(page)
-    new_ids: list[str] = []
-    if found:
-        rows = []
-        for snip in found:
-            data = snip.to_dict()
-            rows.append({
+        rows[AliasRow] += [{"page_id": page.id, "alias": a, "alias_lower": a.lower()} for a in page.aliases]
+        rows[TagRow] += [{"page_id": page.id, "tag": t} for t in page.tags]
+        rows[LanguageRow] += [{"page_id": page.id, "language": lang} for lang in page.languages]
+        rows[ArchitectureRow] += [{"page_id": page.id, "arch": a, "family": family(a)} for a in page.architectures]
+        rows[LinkRow] += [
+            {"source_id": page.id, "target_id": t, "kind": kind, "resolved": False}
+            for kind in ("related", "sources")
+            for t in getattr(page, kind)
+        ]
+        self.docs.append(SectionDoc(PAGE_ROW, page.id, page.title + " " + page.id, " ".join(page.aliases), " ".join(page.tags), "", ""))
+        for section in prep.sections:
+            rows[SectionRow].append({
+                "id": next_section, "page_id": page.id, "position": section.position, "level": section.level,
+                "heading": section.heading, "anchor": section.anchor,
+                "line": page.body_line + section.line - 1, "text": section.text,
+            })  # fmt: skip
+            self.docs.append(SectionDoc(next_section, page.id, "", "", "", section.heading, section.text))
+            next_section += 1
+        for data in prep.snippets:
+            rows[SnippetRow].append({
                 "id": data["id"], "page_id": page.id, "position": data["index"], "line": data["line"],
                 "lang": data["lang"], "mode": data["mode"], "targets": json.dumps(data["targets"]),
                 "content_hash": data["content_hash"], "data": json.dumps(data),
             })  # fmt: skip
-            if data["content_hash"] not in known_hashes:
-                new_ids.append(data["id"])
-        conn.execute(insert(SnippetRow), rows)
-    return next_section, new_ids, diags
+        return next_section
+
+    def flush(self, conn: Connection, backend: SearchBackend) -> None:
+        for table, rows in self.by_table.items():
+            for chunk in _chunks(rows, 2000):
+                conn.execute(insert(table), chunk)
+            rows.clear()
+        backend.add(conn, self.docs)
+        self.docs = []
+
+
+def _fast_walk(root: Path) -> dict[str, tuple[Path, int, int]]:
+    """rel path → (path, mtime_ns, size) of every page file (os.scandir: one stat per file)."""
+    found: dict[str, tuple[Path, int, int]] = {}
+    stack = [(root, "")]
+    while stack:
+        folder, prefix = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                stack.append((Path(entry.path), prefix + entry.name + "/"))
+            elif entry.name.endswith(".md") and entry.is_file():
+                st = entry.stat()
+                found[prefix + entry.name] = (Path(entry.path), st.st_mtime_ns, st.st_size)
+    return dict(sorted(found.items()))
+
+
+def bump_generation(conn: Connection) -> None:
+    """Mark the index as changed, so caches keyed on the generation (facets, vocabulary) refresh."""
+    current = conn.execute(select(StateRow.value).where(StateRow.key == "generation")).scalar()
+    if current is None:
+        conn.execute(insert(StateRow).values(key="generation", value=1))
+    else:
+        conn.execute(update(StateRow).where(StateRow.key == "generation").values(value=current + 1))
 
 
 def reindex(engine: Engine, backend: SearchBackend, root: Path, force: bool = False) -> IndexReport:
@@ -156,10 +212,7 @@ def reindex(engine: Engine, backend: SearchBackend, root: Path, force: bool = Fa
     started = time.perf_counter()
     report = IndexReport()
     root = Path(root).resolve()
-    on_disk: dict[str, tuple[Path, int, int]] = {}
-    for path in iter_page_files(root) if root.is_dir() else []:
-        st = path.stat()
-        on_disk[path.relative_to(root).as_posix()] = (path, st.st_mtime_ns, st.st_size)
+    on_disk = _fast_walk(root) if root.is_dir() else {}
 
     with engine.begin() as conn:
         known = {row.path: row for row in conn.execute(FileRow.__table__.select())}
@@ -187,56 +240,74 @@ def reindex(engine: Engine, backend: SearchBackend, root: Path, force: bool = Fa
                 continue
             parsed[rel] = (raw, digest)
 
-        old_ids = _page_ids(conn, gone + list(parsed))
+        old_ids = {rel: known[rel].page_id for rel in gone + list(parsed) if rel in known and known[rel].page_id}
         # Ids held by files that stay as they are: a new page may not take one of them.
         kept_ids = {
             row.page_id: rel for rel, row in known.items()
             if row.page_id is not None and rel not in old_ids and rel in on_disk
         }  # fmt: skip
+        prepared = _prepare_all([(rel, raw, digest) for rel, (raw, digest) in sorted(parsed.items())])
         pages: list[Page] = []
-        failed: dict[str, list[Diagnostic]] = {}
-        for rel in sorted(parsed):
-            page, diags = parse_page(parsed[rel][0], rel)
+        failed: set[str] = set()
+        accepted: list[Prepared] = []
+        for prep in prepared:
+            page = prep.page
             if page is not None:
                 owner = kept_ids.get(page.id)
                 if owner is not None:
-                    diags.append(Diagnostic(rel, page.line_of("id"), "error", f"duplicate id '{page.id}': also used by {owner}; this page is left out"))
+                    prep.diagnostics.append(Diagnostic(prep.rel, page.line_of("id"), "error", f"duplicate id '{page.id}': also used by {owner}; this page is left out"))
                     page = None
                 else:
-                    kept_ids[page.id] = rel
+                    kept_ids[page.id] = prep.rel
             if page is None:
-                failed[rel] = diags
+                failed.add(prep.rel)
             else:
                 pages.append(page)
-            report.diagnostics.extend(diags)
+                accepted.append(prep)
+            report.diagnostics.extend(prep.diagnostics)
 
-        known_hashes = {h for (h,) in conn.execute(select(SnippetRow.content_hash))}
+        touched = gone + list(parsed)
         _delete_pages(conn, backend, sorted(set(old_ids.values())))
-        conn.execute(delete(FileRow).where(FileRow.path.in_(gone + list(parsed))))
-        conn.execute(delete(DiagnosticRow).where(DiagnosticRow.path.in_(gone + list(parsed))))
+        for chunk in _chunks(touched, 500):
+            conn.execute(delete(FileRow).where(FileRow.path.in_(chunk)))
+            conn.execute(delete(DiagnosticRow).where(DiagnosticRow.path.in_(chunk)))
+        new_hashes = {d["content_hash"] for prep in accepted for d in prep.snippets}
+        known_hashes: set[str] = set()
+        for chunk in _chunks(sorted(new_hashes), 500):
+            known_hashes |= {h for (h,) in conn.execute(select(SnippetRow.content_hash).where(SnippetRow.content_hash.in_(chunk)))}
         next_section = (conn.execute(select(func.max(SectionRow.id))).scalar() or 0) + 1
-        for page in pages:
-            next_section, new_snips, diags = _insert_page(conn, backend, page, next_section, known_hashes)
-            report.changed_snippets.extend(new_snips)
-            report.diagnostics.extend(diags)
+        rows = _Rows()
+        for n, prep in enumerate(accepted, 1):
+            next_section = rows.add_page(prep, next_section)
+            report.changed_snippets += [d["id"] for d in prep.snippets if d["content_hash"] not in known_hashes]
+            if n % 500 == 0:
+                rows.flush(conn, backend)
+        rows.flush(conn, backend)
         path_to_id = {p.path: p.id for p in pages}
-        file_rows = []
-        for rel, (raw, digest) in parsed.items():
-            _, mtime, size = on_disk[rel]
-            page_id = path_to_id.get(rel)
-            file_rows.append({"path": rel, "mtime_ns": mtime, "size": size, "content_hash": digest, "page_id": page_id})
-        if file_rows:
-            conn.execute(insert(FileRow), file_rows)
+        file_rows = [
+            {"path": rel, "mtime_ns": on_disk[rel][1], "size": on_disk[rel][2], "content_hash": digest, "page_id": path_to_id.get(rel)}
+            for rel, (_raw, digest) in parsed.items()
+        ]  # fmt: skip
+        for chunk in _chunks(file_rows, 2000):
+            conn.execute(insert(FileRow), chunk)
         diag_rows = [
             {"path": d.path, "line": d.line, "severity": d.severity, "message": d.message}
             for d in report.diagnostics
         ]
         if diag_rows:
             conn.execute(insert(DiagnosticRow), diag_rows)
-        if parsed or gone:
-            page_ids = select(PageRow.id)
-            conn.execute(update(LinkRow).values(resolved=LinkRow.target_id.in_(page_ids)))
+        # Links can change resolution only where a page appeared or left, or where a page is new.
+        changed_ids = sorted(set(old_ids.values()) | {p.id for p in pages})
+        page_ids = select(PageRow.id)
+        for chunk in _chunks(changed_ids, 500):
+            conn.execute(
+                update(LinkRow)
+                .where(or_(LinkRow.target_id.in_(chunk), LinkRow.source_id.in_(chunk)))
+                .values(resolved=LinkRow.target_id.in_(page_ids))
+            )
 
+        if touched:
+            bump_generation(conn)
         new_ids = {p.id for p in pages}
         previous = set(old_ids.values())
         report.added = sorted(new_ids - previous)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sqlalchemy import BigInteger
 from sqlmodel import Field, SQLModel
 
 
@@ -11,6 +12,7 @@ class PageRow(SQLModel, table=True):
     __tablename__ = "page"
     id: str = Field(primary_key=True)
     title: str
+    title_lower: str = Field(index=True)  # for case-insensitive resolution by title
     type: str = Field(index=True)
     path: str = Field(index=True)
     confidence: str | None = Field(default=None, index=True)
@@ -28,8 +30,8 @@ class FileRow(SQLModel, table=True):
 
     __tablename__ = "file"
     path: str = Field(primary_key=True)
-    mtime_ns: int
-    size: int
+    mtime_ns: int = Field(sa_type=BigInteger)  # nanoseconds outgrow a 32-bit INTEGER (PostgreSQL)
+    size: int = Field(sa_type=BigInteger)
     content_hash: str
     page_id: str | None = Field(default=None, index=True)  # None when the file has errors
 
@@ -130,3 +132,11 @@ class EvidenceRow(SQLModel, table=True):
     content_hash: str
     timestamp: str = Field(index=True)
     data: str
+
+
+class StateRow(SQLModel, table=True):
+    """Index-wide values; `generation` grows with every reindex that changed something."""
+
+    __tablename__ = "index_state"
+    key: str = Field(primary_key=True)
+    value: int

@@ -79,16 +79,26 @@ class Page:
         return self.field_lines.get(key, 1)
 
 
-class _NoAliasSafeLoader(yaml.SafeLoader):
-    """SafeLoader that refuses YAML aliases, so 'billion laughs' bombs cannot expand."""
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader where available (about ten times faster), else PyYAML's."""
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: D102
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+
+def _refuse_aliases(node: Any) -> None:
+    """Raise when a node is reached twice: that is a YAML alias, how 'billion laughs' bombs expand."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
             raise yaml.composer.ComposerError(
-                None, None, "YAML aliases (*name) are not allowed in front matter", event.start_mark
+                None, None, "YAML aliases (*name) are not allowed in front matter", current.start_mark
             )
-        return super().compose_node(parent, index)
+        seen.add(id(current))
+        if isinstance(current, yaml.MappingNode):
+            for key, value in current.value:
+                stack += [key, value]
+        elif isinstance(current, yaml.SequenceNode):
+            stack += current.value
 
 
 def normalize_architecture(value: str) -> str:
@@ -166,12 +176,14 @@ def parse_page(raw: bytes, rel: str) -> tuple[Page | None, list[Diagnostic]]:
     front, front_line, body, body_line = split
     if len(front.encode()) > MAX_FRONT_MATTER_BYTES:
         return None, [Diagnostic(rel, 1, "error", f"front matter is larger than {MAX_FRONT_MATTER_BYTES} bytes")]
-    loader = _NoAliasSafeLoader(front)
+    loader = _Loader(front)
     try:
         node = loader.get_single_node()
+        if node is not None:
+            _refuse_aliases(node)
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
         line = front_line + mark.line if mark is not None else 1
         problem = getattr(exc, "problem", None) or str(exc)
         return None, [Diagnostic(rel, line, "error", f"invalid YAML: {problem}")]

@@ -31,6 +31,7 @@ from app.models import (
     PageRow,
     SectionRow,
     SnippetRow,
+    StateRow,
     TagRow,
 )
 from app.schemas import (
@@ -44,7 +45,7 @@ from app.schemas import (
     SectionRef,
 )
 from app.search import PAGE_ROW, Hit
-from app.text import correct, excerpt, query_terms
+from app.text import correct, excerpt, query_terms, typo_limit
 
 
 @dataclass(frozen=True)
@@ -91,9 +92,7 @@ class Store:
     # -- cached facts for facets and typo correction ---------------------------
 
     def _generation(self, conn: Any) -> tuple[Any, ...]:
-        row = conn.execute(select(func.count(SectionRow.id), func.max(SectionRow.id))).one()
-        pages = conn.execute(select(func.count(PageRow.id))).scalar()
-        return (tuple(row), pages)
+        return (conn.execute(select(StateRow.value).where(StateRow.key == "generation")).scalar(),)
 
     def _ensure_cache(self, conn: Any) -> None:
         key = self._generation(conn)
@@ -123,6 +122,18 @@ class Store:
                     by_len[len(word)].append(word)
             self._vocab = dict(by_len)
         return self._vocab
+
+    def _correct(self, conn: Any, term: str) -> str | None:
+        """A typo's correction: from the backend's nearest words when it offers them, else the whole vocabulary."""
+        if not typo_limit(term):
+            return None
+        candidates = getattr(self.backend, "candidates", None)
+        if candidates is None:
+            return correct(term, self._vocabulary(conn))
+        by_len: dict[int, list[str]] = defaultdict(list)
+        for word in candidates(conn, term):
+            by_len[len(word)].append(word)
+        return correct(term, by_len)
 
     # -- filters ---------------------------------------------------------------
 
@@ -175,9 +186,9 @@ class Store:
             return None
         with self.engine.connect() as conn:
             for stmt in (
-                select(PageRow.id).where(func.lower(PageRow.id) == needle),
+                select(PageRow.id).where(PageRow.id == needle),  # ids are lowercase by rule
                 select(AliasRow.page_id).where(AliasRow.alias_lower == needle).order_by(AliasRow.page_id),
-                select(PageRow.id).where(func.lower(PageRow.title) == needle).order_by(PageRow.id),
+                select(PageRow.id).where(PageRow.title_lower == needle).order_by(PageRow.id),
             ):
                 found = conn.execute(stmt.limit(1)).scalar()
                 if found:
@@ -197,8 +208,7 @@ class Store:
             if terms:
                 hits = self.backend.match(conn, terms, False, filter_sql, params)
                 if not hits:
-                    vocab = self._vocabulary(conn)
-                    fixed = [correct(t, vocab) or t for t in terms]
+                    fixed = [self._correct(conn, t) or t for t in terms]
                     if fixed != terms:
                         hits = self.backend.match(conn, fixed, False, filter_sql, params)
                         if hits:

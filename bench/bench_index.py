@@ -29,13 +29,24 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-WORDS = (
+GPU_WORDS = (
     "warp warpgroup tensor memory shared global cluster barrier mbarrier pipeline stage swizzle bank "
     "register occupancy latency throughput bandwidth tile fragment accumulator descriptor layout async "
     "copy load store fence proxy transaction phase parity producer consumer scheduler persistent split"
 ).split()
 IDENTS = ["cp.async.bulk.tensor.2d", "wgmma.mma_async.sync.aligned.m64n128k16", "tcgen05.mma.cta_group::1",
           "mbarrier.try_wait.parity", "__syncthreads", "shared::cluster", "expect_tx", "m16n8k16", "ldmatrix.sync.aligned"]
+SYLLABLES = "ka lo mi ne su ta ri po de gu fa ve zo bi ru cha shi ten mor lan qui dex vor pal".split()
+
+
+def vocabulary(rng: random.Random, size: int = 5000) -> list[str]:
+    """Pseudo-words, so a synthetic wiki has a real-sized vocabulary rather than forty words."""
+    words: set[str] = set()
+    while len(words) < size:
+        words.add("".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))))
+    return sorted(words)
+
+
 QUERIES = ["cp.async.bulk", "tensor memory", "wgmma.mma_async", "TMEM", "swizzle bank", "mbarrier phase",
            "__syncthreads", "shared::cluster", "tensr memroy", "persistent scheduler"]
 ARCHS = ["sm80", "sm90", "sm90a", "sm100a"]
@@ -43,18 +54,31 @@ TYPES = ["hardware", "technique", "pattern", "api"]
 
 
 def generate(root: Path, n: int, seed: int = 1) -> None:
-    """Write n synthetic pages of about 3 kB each, 6 sections, with GPU identifiers."""
+    """Write n synthetic pages of about 3 kB each in 6 sections.
+
+    Words follow a Zipf-like law over a 5,000-word vocabulary; each page also
+    carries a few GPU words and two GPU identifiers, so queries match a
+    realistic fraction of the pages rather than all of them.
+    """
     rng = random.Random(seed)
+    vocab = vocabulary(rng)
+    weights = [1 / (r + 1) for r in range(len(vocab))]
     for i in range(n):
         folder = root / TYPES[i % 4] / f"{i // 500:03d}"
         folder.mkdir(parents=True, exist_ok=True)
+        # A third of the pages name one GPU identifier (each about 4% of the wiki).
+        idents = [rng.choice(IDENTS)] * 2 if rng.random() < 0.33 else ["", ""]
+        gpu = rng.sample(GPU_WORDS, 6)
         sections = []
         for s in range(6):
-            words = " ".join(rng.choice(WORDS) for _ in range(60))
-            sections.append(f"## Section {s} {rng.choice(WORDS)}\n\n{words} `{rng.choice(IDENTS)}` {words[:80]}.\n")
+            words = rng.choices(vocab, weights, k=60)
+            words[rng.randrange(60)] = gpu[s]
+            text = " ".join(words)
+            code = f" `{idents[s % 2]}`" if idents[s % 2] and s < 2 else ""
+            sections.append(f"## {rng.choice(vocab).title()} {gpu[s]}\n\n{text}{code}.\n")
         (folder / f"page-{i}.md").write_text(
-            f"---\nid: page-{i}\ntitle: {rng.choice(WORDS).title()} {rng.choice(WORDS)} {i}\n"
-            f"type: {TYPES[i % 4]}\narchitectures: [{rng.choice(ARCHS)}]\ntags: [{rng.choice(WORDS)}, {rng.choice(WORDS)}]\n"
+            f"---\nid: page-{i}\ntitle: {rng.choice(vocab).title()} {rng.choice(GPU_WORDS)} {i}\n"
+            f"type: {TYPES[i % 4]}\narchitectures: [{rng.choice(ARCHS)}]\ntags: [{rng.choice(GPU_WORDS)}, {rng.choice(vocab)}]\n"
             f"aliases: [alias-{i}]\nrelated: [page-{(i + 1) % n}]\n---\n" + "\n".join(sections)
         )
 
