@@ -56,7 +56,7 @@ _INCLUDE_OPEN = (
 )
 _INCLUDE_CLOSE = '#pragma pop_macro("__device__")'
 
-BUILD_RECIPE = "kernelwiki-build-1"
+BUILD_RECIPE = "kernelwiki-build-2"
 """Version of the way a snippet is turned into a build; part of every content hash. Bump on change."""
 
 SEGMENT_PRELUDE = "prelude"

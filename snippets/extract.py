@@ -73,6 +73,7 @@ def content_hash(snippet: Snippet) -> str:
         "timeout": snippet.timeout,
         "flags": snippet.flags,
         "checks": snippet.checks,
+        "error": snippet.error,
     }
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
     return hashlib.sha256(blob).hexdigest()

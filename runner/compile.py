@@ -1,0 +1,309 @@
+"""Building a snippet for one target, so that a pass means its code really was assembled for it.
+
+How every device function reaches ptxas (the false pass this module exists to prevent):
+
+1. `snippets/build.py` redefines `__device__` after the prelude as
+   `__location__(device) __attribute__((used))`: every `__device__` function,
+   variable and lambda written in the block, `static`, `inline`,
+   `__forceinline__` and anonymous-namespace ones included, is emitted into the
+   PTX although nothing calls it (headers included by the block keep the
+   original macro).
+2. cuda blocks are compiled with `-rdc=true`: in relocatable mode ptxas
+   generates code for every emitted function, not only for what a kernel
+   reaches (in whole-program mode it parses unreferenced functions but does not
+   code-generate them).
+3. After a clean build, runner/coverage.py checks that every `asm(…)`
+   statement of the block (read from nvcc's preprocessed source *for this
+   target*) appears in the PTX's inline-asm regions. A statement that does not
+   (an uninstantiated template, a discarded `if constexpr` branch, code the
+   optimizer removed) makes the result `unverified`, never `pass`.
+
+Not covered: device code that is not inline asm inside a template that is never
+instantiated (it has no code for any target: the front end still parses it), and
+asm templates built at run time from non-literal strings.
+
+Compile commands (all with `-Xptxas -v` for the resource report, `-lineinfo`
+for `.loc` line mapping, and `-keep` to read the PTX and preprocessed source):
+
+* cuda, compile:  `nvcc -gencode=arch=compute_90a,code=sm_90a -rdc=true -c snippet.cu`
+* cuda, run:      the same, then `nvcc -gencode=… snippet.cu -o program` (whole-program, no
+                  -rdc) for the executable that runs and whose SASS is checked
+* cpp:            `nvcc snippet.cpp` (host code; CUDA headers and cudart available)
+* ptx module:     `ptxas -arch=sm_90a -v snippet.ptx`
+* python:         `compile()` of the source in a fresh `python3 -I`
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner import diagnostics as dx
+from runner.coverage import regex_checks, unassembled_asm
+from runner.outcome import StepOutcome
+from runner.resources import parse_ptxas_resources
+from runner.sandbox import COMPILE_LIMITS, ProcessResult, run_process, shorten
+from runner.toolchain import Toolchain
+from snippets.build import SEGMENT_SNIPPET, TranslationUnit, build_translation_unit, is_complete_ptx_module
+from snippets.snippet import Snippet
+
+COMPILE_TIMEOUT_S = 240
+"""Wall-clock limit of one nvcc / ptxas / python compile."""
+
+SASS_TIMEOUT_S = 120
+"""Wall-clock limit of one `cuobjdump -sass`."""
+
+SASS_OUTPUT_CAP = 32 * 1024 * 1024
+"""SASS is read whole up to this size (a regex over truncated SASS would be meaningless)."""
+
+BASE_NVCC_FLAGS = ("-rdc=true", "-lineinfo", "-Xptxas", "-v", "-keep", "-keep-dir", "keep", "-diag-suppress", "177")
+"""Flags of every cuda build (177: 'declared but never referenced', noise once every function is kept)."""
+
+EXECUTABLE = "snippet"
+"""File name of a built program inside the build folder."""
+
+
+@dataclass
+class Build:
+    """A build folder and what is in it; the caller removes `workdir` when done."""
+
+    outcome: StepOutcome  # the compile step's result
+    workdir: Path  # private temporary folder of this build
+    tu: TranslationUnit  # the compiled source and its line map
+    program: list[str] | None = None  # files to copy for a run, relative to workdir (executable or script)
+    device_binary: Path | None = None  # cubin / object / executable holding the SASS
+    ptx: str | None = None  # generated PTX (cuda) or the module (ptx)
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def gencode(target: str) -> str:
+    """`sm_90a` → `-gencode=arch=compute_90a,code=sm_90a`."""
+    number = target.removeprefix("sm_")
+    return f"-gencode=arch=compute_{number},code=sm_{number}"
+
+
+def _outcome_from_process(res: ProcessResult, **extra: object) -> StepOutcome:
+    return StepOutcome(
+        step="compile",
+        status="pass",
+        exit_code=res.exit_code,
+        duration_s=res.duration_s,
+        output=res.output,
+        output_truncated=res.truncated,
+        isolation=res.isolation,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def _read_first(folder: Path, pattern: str) -> str | None:
+    for path in sorted(folder.glob(pattern)):
+        if path.is_file():
+            return path.read_text(encoding="utf-8", errors="replace")
+    return None
+
+
+def _fail_from(outcome: StepOutcome, snippet: Snippet, diag: dx.Diagnosis, combined_output: str) -> StepOutcome:
+    """Set the outcome of a build that failed, honouring compile_fail."""
+    outcome.kind, outcome.segment, outcome.segment_line = diag.kind, diag.segment, diag.segment_line
+    if snippet.mode == "compile_fail":
+        expected = snippet.expect or ""
+        if expected.lower() in combined_output.lower():
+            outcome.status = "xfail"
+            outcome.detail = f"failed to compile as expected ({diag.kind}: {diag.message})"
+        else:
+            outcome.status = "fail"
+            outcome.detail = f"failed to compile, but the output lacks the expected text '{expected}'; first error: {diag.message}"
+        return outcome
+    outcome.status = "fail"
+    outcome.detail = diag.message
+    return outcome
+
+
+def build_snippet(
+    snippet: Snippet, target: str, toolchain: Toolchain, *, want_program: bool, isolation: str | None = None
+) -> Build:
+    """Compile `snippet` for `target` in a fresh folder; `want_program` links an executable for a run."""
+    workdir = Path(tempfile.mkdtemp(prefix="kw-build-"))
+    tu = build_translation_unit(snippet)
+    (workdir / tu.filename).write_text(tu.text, encoding="utf-8")
+    build = Build(outcome=StepOutcome(step="compile", status="error"), workdir=workdir, tu=tu)
+    lang = snippet.lang
+    if lang == "ptx":
+        return _build_ptx(build, snippet, target, toolchain, isolation)
+    if lang == "python":
+        return _build_python(build, snippet, toolchain, isolation, want_program)
+    if not toolchain.nvcc:
+        build.outcome.detail = "nvcc not found: " + "; ".join(toolchain.notes)
+        return build
+    compile_only = not want_program or snippet.mode == "compile_fail"
+    argv = [toolchain.nvcc]
+    flags = [f for f in snippet.flags if not (compile_only and f == "-lcuda")]
+    if lang == "cuda":
+        argv += [gencode(target), *BASE_NVCC_FLAGS]
+        flags = [f for f in flags if f not in ("-rdc=true", "-lineinfo")]
+        (workdir / "keep").mkdir()
+    argv += flags + [tu.filename]
+    # cuda: the relocatable build proves every device function assembles; a program is then
+    # built again whole-program (below), because that is how it really runs (ptxas ignores
+    # setmaxnreg under -rdc, for one).
+    argv += ["-c", "-o", "snippet.o"] if compile_only or lang == "cuda" else ["-o", EXECUTABLE]
+    res = run_process(argv, workdir, COMPILE_TIMEOUT_S, limits=COMPILE_LIMITS, isolation=isolation)
+    keep = workdir / "keep"
+    ptx = _read_first(keep, "*.ptx") if lang == "cuda" else None
+    outcome = _outcome_from_process(res, resources=parse_ptxas_resources(res.output) if lang == "cuda" else {})
+    build.outcome, build.ptx = outcome, ptx
+    if res.error:
+        outcome.status, outcome.detail = "error", f"could not run nvcc: {res.error}"
+        return build
+    if res.timed_out:
+        outcome.status, outcome.kind = "timeout", dx.TIMEOUT
+        outcome.detail = f"nvcc did not finish within {COMPILE_TIMEOUT_S} s (killed with its process group)"
+        return build
+    if res.exit_code != 0:
+        diag = dx.diagnose_build(res.output, lang, tu, ptx)
+        if res.signal is not None and diag.kind == dx.DEVICE_COMPILE_ERROR:
+            diag = dx.Diagnosis(dx.COMPILER_CRASH, f"nvcc was killed by {res.signal_name}")
+        _fail_from(outcome, snippet, diag, res.output)
+        return build
+    if snippet.mode == "compile_fail":
+        outcome.status = "fail"
+        outcome.detail = f"compiled cleanly, but compile_fail expects an error containing '{snippet.expect}'"
+        return build
+    if lang == "cuda":
+        preprocessed = _read_first(keep, "*.cpp1.ii")
+        if preprocessed is None or ptx is None:
+            outcome.status = "error"
+            outcome.detail = "nvcc kept no PTX or preprocessed source: cannot confirm that every asm statement reached ptxas"
+            return build
+        missing = unassembled_asm(preprocessed, ptx, SEGMENT_SNIPPET)
+        if missing:
+            first = missing[0]
+            names = ", ".join(sorted({m for s in missing for m in s.mnemonics}))[:200]
+            outcome.status, outcome.kind = "unverified", dx.NOT_ASSEMBLED
+            outcome.segment, outcome.segment_line = SEGMENT_SNIPPET, first.line
+            outcome.detail = (
+                f"{len(missing)} inline asm statement(s) never reached ptxas for {target} ({names}): "
+                "code in a template that is never instantiated, or removed by the compiler, is not verified; "
+                "instantiate it (a hidden `//! ` line will do)"
+            )
+            return build
+        _apply_regex_checks(outcome, snippet, "ptx", ptx)
+        cubin = sorted(keep.glob("*.cubin"))
+        build.device_binary = cubin[0] if cubin else workdir / "snippet.o"
+        if not compile_only and outcome.status == "pass":
+            _link_whole_program(build, snippet, target, toolchain, flags, isolation)
+    if not compile_only and build.outcome.status == "pass":
+        build.program = [EXECUTABLE]
+    return build
+
+
+def _link_whole_program(
+    build: Build, snippet: Snippet, target: str, toolchain: Toolchain, flags: list[str], isolation: str | None
+) -> None:
+    """Build the executable that runs, in whole-program mode, as a user would; its resources replace the -rdc ones."""
+    argv = [toolchain.nvcc, gencode(target), "-lineinfo", "-Xptxas", "-v", "-diag-suppress", "177", *flags,
+            build.tu.filename, "-o", EXECUTABLE]  # fmt: skip
+    res = run_process(argv, build.workdir, COMPILE_TIMEOUT_S, limits=COMPILE_LIMITS, isolation=isolation)
+    outcome = build.outcome
+    if res.error or res.timed_out or res.exit_code != 0:
+        diag = dx.diagnose_build(res.output, snippet.lang, build.tu, build.ptx)
+        if res.timed_out:
+            outcome.status, outcome.kind = "timeout", dx.TIMEOUT
+            outcome.detail = f"nvcc (whole-program build) did not finish within {COMPILE_TIMEOUT_S} s"
+        elif res.error:
+            outcome.status, outcome.detail = "error", f"could not run nvcc: {res.error}"
+        else:
+            _fail_from(outcome, snippet, diag, res.output)
+        return
+    resources = parse_ptxas_resources(res.output)
+    if resources:
+        outcome.resources = resources
+    build.device_binary = build.workdir / EXECUTABLE
+
+
+def _apply_regex_checks(outcome: StepOutcome, snippet: Snippet, kind: str, text: str) -> None:
+    results = regex_checks(snippet.checks, kind, text)
+    outcome.checks.extend(results)
+    failed = [r for r in results if not r["ok"]]
+    if failed and outcome.status == "pass":
+        outcome.status = "fail"
+        outcome.kind = f"{kind} check failed"
+        outcome.detail = "; ".join(f"{r['kind']}=\"{r['pattern']}\": {r['detail']}" for r in failed)
+
+
+def _build_ptx(build: Build, snippet: Snippet, target: str, toolchain: Toolchain, isolation: str | None) -> Build:
+    module = build.tu.text
+    if not is_complete_ptx_module(module):
+        build.outcome = StepOutcome(step="compile", status="unverified", detail="PTX fragment: not a complete module", kind="not verifiable")
+        return build
+    if not toolchain.ptxas:
+        build.outcome.detail = "ptxas not found"
+        return build
+    argv = [toolchain.ptxas, f"-arch={target}", "-v", "-o", "snippet.cubin", build.tu.filename]
+    res = run_process(argv, build.workdir, COMPILE_TIMEOUT_S, limits=COMPILE_LIMITS, isolation=isolation)
+    outcome = _outcome_from_process(res, resources=parse_ptxas_resources(res.output))
+    build.outcome, build.ptx = outcome, module
+    if res.error:
+        outcome.status, outcome.detail = "error", f"could not run ptxas: {res.error}"
+    elif res.timed_out:
+        outcome.status, outcome.kind, outcome.detail = "timeout", dx.TIMEOUT, f"ptxas did not finish within {COMPILE_TIMEOUT_S} s"
+    elif res.exit_code != 0:
+        _fail_from(outcome, snippet, dx.diagnose_build(res.output, "ptx", build.tu), res.output)
+    elif snippet.mode == "compile_fail":
+        outcome.status = "fail"
+        outcome.detail = f"assembled cleanly, but compile_fail expects an error containing '{snippet.expect}'"
+    else:
+        _apply_regex_checks(outcome, snippet, "ptx", module)
+        build.device_binary = build.workdir / "snippet.cubin"
+    return build
+
+
+_PY_CHECK = "import sys; src = open('snippet.py', encoding='utf-8').read(); compile(src, 'snippet.py', 'exec')"
+
+
+def _build_python(build: Build, snippet: Snippet, toolchain: Toolchain, isolation: str | None, want_program: bool) -> Build:
+    argv = [toolchain.python, "-I", "-c", _PY_CHECK]
+    res = run_process(argv, build.workdir, COMPILE_TIMEOUT_S, limits=COMPILE_LIMITS, isolation=isolation)
+    outcome = _outcome_from_process(res)
+    build.outcome = outcome
+    if res.error:
+        outcome.status, outcome.detail = "error", f"could not run python: {res.error}"
+    elif res.timed_out:
+        outcome.status, outcome.kind, outcome.detail = "timeout", dx.TIMEOUT, "python did not finish compiling in time"
+    elif res.exit_code != 0:
+        _fail_from(outcome, snippet, dx.diagnose_build(res.output, "python", build.tu), res.output)
+    elif snippet.mode == "compile_fail":
+        outcome.status = "fail"
+        outcome.detail = f"compiled cleanly, but compile_fail expects an error containing '{snippet.expect}'"
+    elif want_program:
+        build.program = [build.tu.filename]
+    return build
+
+
+def sass_step(build: Build, snippet: Snippet, target: str, toolchain: Toolchain, isolation: str | None = None) -> StepOutcome:
+    """Run the block's sass=/no_sass= checks on what was built (skipped, never passed, without the tools)."""
+    if build.outcome.status != "pass" or build.device_binary is None or not build.device_binary.exists():
+        return StepOutcome(step="sass", status="skipped", detail=f"not checked: the compile step is {build.outcome.status}")
+    tool = toolchain.sass_tool
+    if not tool:
+        return StepOutcome(step="sass", status="skipped", detail=f"SASS not checked: {toolchain.sass_missing_reason}")
+    env = {"NVDISASM_PATH": str(Path(toolchain.nvdisasm or "").parent)}
+    res = run_process(
+        [tool, "-sass", str(build.device_binary)], build.workdir, SASS_TIMEOUT_S,
+        limits=COMPILE_LIMITS, isolation=isolation, extra_env=env, head_bytes=SASS_OUTPUT_CAP, tail_bytes=1024,
+    )  # fmt: skip
+    outcome = StepOutcome(step="sass", status="pass", exit_code=res.exit_code, duration_s=res.duration_s, isolation=res.isolation)
+    if res.error or res.timed_out or res.exit_code != 0 or res.stdout.truncated:
+        outcome.status = "error"
+        reason = res.error or ("timed out" if res.timed_out else "output too large" if res.stdout.truncated else f"exit status {res.exit_code}")
+        outcome.detail = f"cuobjdump -sass failed: {reason}"
+        outcome.output = shorten(res.output)
+        return outcome
+    _apply_regex_checks(outcome, snippet, "sass", res.stdout.text)
+    if outcome.status == "pass":
+        outcome.detail = f"{len(outcome.checks)} SASS check(s) passed"
+    return outcome

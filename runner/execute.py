@@ -1,0 +1,91 @@
+"""Running a built program on a GPU of the target's architecture, in a fresh folder and process.
+
+Exit status 0 is a pass: programs check their own results and exit non-zero
+when they are wrong. A crash (signal), a timeout (the whole process tree is
+killed), or missing expected output is a failure; an unmatched target is
+`skipped`, never a pass.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from runner.compile import Build
+from runner.gpus import Gpu, missing_reason
+from runner.outcome import StepOutcome
+from runner.sandbox import GPU_RUN_LIMITS, run_process
+from runner.toolchain import Toolchain
+from snippets.snippet import Snippet
+
+CRASHED = "crashed"
+EXIT_STATUS = "non-zero exit status"
+WRONG_OUTPUT = "wrong output"
+
+
+def _hint(output: str) -> str:
+    """The most telling line of a failed program's output: the last one mentioning an error, else the last one."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip() and not ln.startswith("[… ")]
+    for line in reversed(lines):
+        low = line.lower()
+        if "error" in low or "fail" in low or "mismatch" in low or "wrong" in low:
+            return line[:300]
+    return lines[-1][:300] if lines else ""
+
+
+def run_step(build: Build, snippet: Snippet, target: str, gpu: Gpu | None, toolchain: Toolchain, isolation: str | None = None) -> StepOutcome:
+    """Run the program of `build` on `gpu` (None: skipped) and judge it."""
+    if build.outcome.status != "pass" or not build.program:
+        return StepOutcome(step="run", status="skipped", detail=f"not run: the compile step is {build.outcome.status}")
+    if gpu is None:
+        return StepOutcome(step="run", status="skipped", detail=f"not run: {missing_reason(target)}")
+    rundir = Path(tempfile.mkdtemp(prefix="kw-run-"))
+    try:
+        for name in build.program:
+            shutil.copy2(build.workdir / name, rundir / name)
+        if snippet.lang == "python":
+            argv = [toolchain.python, build.program[0]]
+        else:
+            argv = [f"./{build.program[0]}"]
+        env = {"CUDA_VISIBLE_DEVICES": gpu.visible_devices, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+        res = run_process(argv, rundir, snippet.timeout, limits=GPU_RUN_LIMITS, isolation=isolation, extra_env=env)
+    finally:
+        shutil.rmtree(rundir, ignore_errors=True)
+    outcome = StepOutcome(
+        step="run",
+        status="pass",
+        exit_code=res.exit_code,
+        duration_s=res.duration_s,
+        output=res.output,
+        output_truncated=res.truncated,
+        gpu_name=gpu.name,
+        compute_capability=gpu.compute_capability,
+        driver_version=gpu.driver_version,
+        isolation=res.isolation,
+    )
+    leftovers = f"; left {res.leftovers} process(es) behind (killed)" if res.leftovers else ""
+    if res.error:
+        outcome.status, outcome.detail = "error", f"could not run the program: {res.error}"
+    elif res.timed_out:
+        outcome.status, outcome.kind = "timeout", "timeout"
+        outcome.detail = f"still running after {snippet.timeout} s: killed with every process it started"
+    elif res.signal is not None:
+        outcome.status, outcome.kind = "fail", CRASHED
+        hint = _hint(res.output)
+        outcome.detail = f"crashed: killed by {res.signal_name}" + (f" ({hint})" if hint else "") + leftovers
+    elif res.exit_code != 0:
+        outcome.status, outcome.kind = "fail", EXIT_STATUS
+        hint = _hint(res.output)
+        outcome.detail = f"exit status {res.exit_code}" + (f": {hint}" if hint else "") + leftovers
+    else:
+        if snippet.output is not None:
+            ok = snippet.output in res.stdout.text
+            detail = "found" if ok else ("not found (stdout was truncated)" if res.stdout.truncated else "not found")
+            outcome.checks.append({"kind": "output", "pattern": snippet.output, "ok": ok, "detail": detail})
+            if not ok:
+                outcome.status, outcome.kind = "fail", WRONG_OUTPUT
+                outcome.detail = f"standard output does not contain '{snippet.output}'" + leftovers
+                return outcome
+        outcome.detail = "exit status 0" + leftovers
+    return outcome

@@ -1,0 +1,192 @@
+"""Process launcher run as `python3 -I -S launch.py …` in front of every compile and run.
+
+Why a separate process: resource limits must be set between fork and exec, which
+is unsafe from a multi-threaded runner (`preexec_fn`), and something has to
+stay behind to kill what the snippet leaves running. The launcher
+
+1. sets the resource limits it is given (file size, address space, no core dumps),
+2. becomes a *child subreaper*, so that every orphaned descendant (a daemon that
+   called setsid, a double fork) is re-parented to it instead of to init,
+3. forks and execs the command, waits for it with a wall-clock deadline,
+4. on exit or timeout SIGKILLs every remaining descendant and reaps it, then
+5. reports `{exit_code, signal, timed_out, leftovers, error}` as JSON on the
+   status file descriptor given with `--status-fd` (never a file the snippet
+   could tamper with).
+
+Standard library only; no imports from the project (it runs with `-I -S`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import signal
+import sys
+import time
+
+PR_SET_CHILD_SUBREAPER = 36
+POLL_S = 0.02
+"""How often the launcher checks on its child."""
+
+
+def _children_of(pid: int) -> dict[int, int]:
+    """Map of every live process → its parent, read from /proc (only what is readable)."""
+    parents: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read().decode("ascii", "replace")
+        except OSError:
+            continue
+        # pid (comm) state ppid …: comm may hold spaces and parentheses, so split at the last ')'.
+        rest = stat[stat.rfind(")") + 2 :].split()
+        if len(rest) >= 2 and rest[0] != "Z":
+            parents[int(name)] = int(rest[1])
+    return parents
+
+
+def _descendants(root: int) -> list[int]:
+    parents = _children_of(root)
+    found: list[int] = []
+    frontier = [root]
+    while frontier:
+        current = frontier.pop()
+        for pid, ppid in parents.items():
+            if ppid == current and pid not in found:
+                found.append(pid)
+                frontier.append(pid)
+    return found
+
+
+def _reap_any(statuses: dict[int, int]) -> None:
+    """Reap every exited child without blocking, remembering each one's wait status."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        statuses[pid] = status
+
+
+def _proc_matches_own_namespace() -> bool:
+    """Is /proc the proc of our own pid namespace? (Not so when a pid namespace kept the host's /proc.)"""
+    try:
+        return int(os.readlink("/proc/self")) == os.getpid()
+    except (OSError, ValueError):
+        return False
+
+
+def _kill_all(me: int, statuses: dict[int, int]) -> set[int]:
+    """SIGKILL every descendant until none is left; returns the pids that were killed."""
+    killed: set[int] = set()
+    if not _proc_matches_own_namespace():
+        _reap_any(statuses)
+        return killed  # pids in /proc are not ours to interpret; the pid namespace's end kills the rest
+    for _ in range(200):
+        pids = _descendants(me)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            except ProcessLookupError:
+                pass
+        time.sleep(POLL_S)
+        _reap_any(statuses)
+    _reap_any(statuses)
+    return killed
+
+
+def main(argv: list[str]) -> int:
+    status_fd = -1
+    timeout = 60.0
+    limits: dict[int, int] = {}
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        key, value = argv[i], argv[i + 1]
+        if key == "--status-fd":
+            status_fd = int(value)
+        elif key == "--timeout":
+            timeout = float(value)
+        elif key == "--fsize":
+            limits[resource.RLIMIT_FSIZE] = int(value)
+        elif key == "--as":
+            limits[resource.RLIMIT_AS] = int(value)
+        elif key == "--nofile":
+            limits[resource.RLIMIT_NOFILE] = int(value)
+        i += 2
+    command = argv[i + 1 :]
+    report: dict[str, object] = {"exit_code": None, "signal": None, "timed_out": False, "leftovers": 0, "error": None}
+
+    def finish() -> int:
+        if status_fd >= 0:
+            try:
+                os.write(status_fd, json.dumps(report).encode())
+                os.close(status_fd)
+            except OSError:
+                pass
+        return 0
+
+    if status_fd >= 0:
+        os.set_inheritable(status_fd, False)
+    if not command:
+        report["error"] = "no command"
+        return finish()
+    limits.setdefault(resource.RLIMIT_CORE, 0)
+    for which, value in limits.items():
+        try:
+            resource.setrlimit(which, (value, value))
+        except (ValueError, OSError) as exc:
+            report["error"] = f"cannot set limit {which}: {exc}"
+            return finish()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # without it orphans go to init; the process group kill still reaches most of them
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+    me = os.getpid()
+    child = os.fork()
+    if child == 0:
+        try:
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            os.execvp(command[0], command)
+        except OSError as exc:
+            os.write(2, f"kernelwiki launcher: cannot run {command[0]}: {exc.strerror}\n".encode())
+        os._exit(127)
+    deadline = time.monotonic() + timeout
+    statuses: dict[int, int] = {}
+    while child not in statuses:
+        _reap_any(statuses)
+        if child in statuses:
+            break
+        if time.monotonic() >= deadline:
+            report["timed_out"] = True
+            break
+        time.sleep(POLL_S)
+    killed = _kill_all(me, statuses)
+    report["leftovers"] = len(killed - {child})
+    status = statuses.get(child)
+    if status is None:
+        try:
+            _, status = os.waitpid(child, 0)
+        except ChildProcessError:
+            status = None
+    if status is not None:
+        if os.WIFEXITED(status):
+            report["exit_code"] = os.WEXITSTATUS(status)
+        elif os.WIFSIGNALED(status):
+            report["signal"] = os.WTERMSIG(status)
+            report["exit_code"] = -os.WTERMSIG(status)
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

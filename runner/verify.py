@@ -1,0 +1,317 @@
+"""Verifying a wiki: every snippet × target compiled, checked and (for programs) run, as evidence.
+
+`verify()` is what both `python3 -m runner verify` and the service's
+`kernelwiki verify` call. Work is spread over `jobs` threads (each compile and
+run is its own sandboxed process); runs on one GPU are serialized so that one
+program never competes with another for the device. Identical work (the same
+content hash, target and toolchain) is done once per call and, with the cache,
+once ever.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner.cache import DEFAULT_CACHE_DIR, ResultCache, cache_key
+from runner.compile import build_snippet, sass_step
+from runner.evidence import FAILING, EvidenceRecord, write_jsonl
+from runner.execute import run_step
+from runner.gpus import Gpu, discover_gpus_cached, pick_gpu
+from runner.outcome import StepOutcome, to_record
+from runner.sandbox import detect_isolation
+from runner.toolchain import Toolchain, discover_toolchain
+from snippets.attributes import normalize_architecture, target_of
+from snippets.extract import ANY_TARGET, extract_snippets
+from snippets.snippet import Problem, Snippet
+
+RUNNER_VERSION = "kernelwiki-runner-1"
+"""Part of every cache key: bump when the way results are judged changes."""
+
+STATUS_ORDER = ("error", "timeout", "fail", "unverified", "skipped", "xfail", "pass")
+"""Worst first: the status of a snippet × target is the worst of its steps."""
+
+SUMMARY_COLUMNS = ("passed", "failed", "errors", "skipped", "unverified", "xfail")
+_COLUMN_OF = {"pass": "passed", "fail": "failed", "timeout": "failed", "error": "errors", "skipped": "skipped", "unverified": "unverified", "xfail": "xfail"}
+
+ProgressCallback = Callable[[int, int, str, str, str], None]
+"""progress(done, total, snippet_id, target, status) after each snippet × target."""
+
+
+@dataclass
+class VerifyReport:
+    """Everything one verification produced."""
+
+    records: list[EvidenceRecord] = field(default_factory=list)  # one per snippet × target × step
+    problems: list[Problem] = field(default_factory=list)  # page and snippet problems (errors and warnings)
+    snippets: list[Snippet] = field(default_factory=list)  # every snippet seen, in page order
+    summary: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # page -> target -> column -> count
+    totals: dict[str, int] = field(default_factory=dict)  # column -> count over everything
+    toolchain: dict[str, Any] = field(default_factory=dict)  # discovered tools and versions
+    gpus: list[dict[str, Any]] = field(default_factory=list)  # GPUs seen (when a program needed one)
+    isolation: str | None = None  # isolation in force for the processes started (None: none started)
+    duration_s: float = 0.0  # wall-clock seconds of the whole verification
+    cache_hits: int = 0  # snippet × target results taken from the cache
+    builds: int = 0  # snippet × target results computed now
+
+    @property
+    def exit_code(self) -> int:
+        """1 when something failed that was not expected to (a fail, timeout or error record, or a page
+        or block problem of severity error, whose snippets could not be verified), else 0."""
+        bad = any(r.status in FAILING for r in self.records)
+        bad = bad or any(p.severity == "error" for p in self.problems)
+        return 1 if bad else 0
+
+    def write_jsonl(self, path: Path | str) -> int:
+        """Write the records as evidence JSONL."""
+        return write_jsonl(path, self.records)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "records": [r.to_dict() for r in self.records],
+            "problems": [p.to_dict() for p in self.problems],
+            "summary": self.summary,
+            "totals": self.totals,
+            "toolchain": self.toolchain,
+            "gpus": self.gpus,
+            "isolation": self.isolation,
+            "duration_s": self.duration_s,
+            "cache_hits": self.cache_hits,
+            "builds": self.builds,
+            "exit_code": self.exit_code,
+        }
+
+
+def combined_status(statuses: list[str]) -> str:
+    """The worst of a snippet × target's step statuses."""
+    for status in STATUS_ORDER:
+        if status in statuses:
+            return status
+    return "pass"
+
+
+def summarize(records: list[EvidenceRecord]) -> tuple[dict[str, dict[str, dict[str, int]]], dict[str, int]]:
+    """Per page and target, how many snippets passed, failed, … (worst step of each snippet × target)."""
+    steps: dict[tuple[str, str, str], list[str]] = {}
+    for r in records:
+        steps.setdefault((r.page_id, r.target, r.snippet_id), []).append(r.status)
+    summary: dict[str, dict[str, dict[str, int]]] = {}
+    totals: Counter[str] = Counter({c: 0 for c in SUMMARY_COLUMNS})
+    for (page, target, _), statuses in steps.items():
+        column = _COLUMN_OF[combined_status(statuses)]
+        cell = summary.setdefault(page, {}).setdefault(target, {c: 0 for c in SUMMARY_COLUMNS})
+        cell[column] += 1
+        totals[column] += 1
+    return summary, dict(totals)
+
+
+def normalize_target(value: str) -> str:
+    """`sm90a`, `SM_90A`, `sm_90a` → `sm_90a` (and `any` stays `any`)."""
+    return ANY_TARGET if value.strip().lower() == ANY_TARGET else target_of(normalize_architecture(value))
+
+
+def load_snippets(pages_root: Path | str, pages: list[str] | None = None) -> tuple[list[Snippet], list[Problem]]:
+    """Read every page under `pages_root` (or only the ids in `pages`) and extract its snippets."""
+    from app.pages import iter_page_files, load_page  # stdlib + PyYAML only; see app/pages.py
+
+    root = Path(pages_root)
+    snippets: list[Snippet] = []
+    problems: list[Problem] = []
+    seen: dict[str, str] = {}
+    wanted = set(pages) if pages else None
+    for path in iter_page_files(root):
+        page, diagnostics = load_page(path, root)
+        for d in diagnostics:
+            if wanted is None or (page is not None and page.id in wanted):
+                problems.append(Problem(d.path, d.line, d.severity, d.message))
+        if page is None or (wanted is not None and page.id not in wanted):
+            continue
+        if page.id in seen:
+            problems.append(Problem(page.path, 1, "error", f"duplicate page id '{page.id}' (also {seen[page.id]}): its snippets are not verified"))
+            continue
+        seen[page.id] = page.path
+        found, found_problems = extract_snippets(page.id, page.path, page.body, page.body_line, list(page.architectures))
+        snippets.extend(found)
+        problems.extend(found_problems)
+    for missing in sorted((wanted or set()) - set(seen)):
+        problems.append(Problem(str(root), 1, "error", f"no valid page with id '{missing}'"))
+    return snippets, problems
+
+
+class _Context:
+    """Shared state of one verification: tools, GPUs, cache, per-GPU locks, in-run memo."""
+
+    def __init__(self, toolchain: Toolchain, cache: ResultCache | None, compile_only: bool,
+                 gpus: list[Gpu] | None, cache_dir: Path, isolation: str | None) -> None:  # fmt: skip
+        self.toolchain = toolchain
+        self.cache = cache
+        self.compile_only = compile_only
+        self.cache_dir = cache_dir
+        self.isolation = isolation
+        self._gpus = gpus
+        self._lock = threading.Lock()
+        self._gpu_locks: dict[int, threading.Lock] = {}
+        self._memo: dict[str, list[StepOutcome]] = {}
+        self._memo_locks: dict[str, threading.Lock] = {}
+        self.hits = 0
+        self.builds = 0
+        self.started_processes = False
+
+    def gpus(self) -> list[Gpu]:
+        with self._lock:
+            if self._gpus is None:
+                self._gpus = discover_gpus_cached(self.cache_dir)
+            return self._gpus
+
+    def gpu_lock(self, gpu: Gpu) -> threading.Lock:
+        with self._lock:
+            return self._gpu_locks.setdefault(gpu.index, threading.Lock())
+
+    def key_lock(self, key: str) -> threading.Lock:
+        with self._lock:
+            return self._memo_locks.setdefault(key, threading.Lock())
+
+
+def _fixed_outcome(snippet: Snippet) -> list[StepOutcome] | None:
+    """Outcomes that need no tool: invalid blocks and sketches."""
+    if snippet.mode == "error":
+        return [StepOutcome(step="compile", status="error", kind="invalid block", detail=snippet.error or "invalid block", isolation="none")]
+    if snippet.mode == "sketch":
+        return [StepOutcome(step="compile", status="unverified", kind="sketch", detail="sketch: shown as written, never compiled", isolation="none")]
+    return None
+
+
+def _work(snippet: Snippet, target: str, ctx: _Context) -> list[StepOutcome]:
+    """Build, check and run one snippet for one target (or take the result from the cache)."""
+    fixed = _fixed_outcome(snippet)
+    if fixed is not None:
+        key = cache_key(RUNNER_VERSION, snippet.content_hash, "fixed")
+        with ctx.key_lock(key):
+            if key not in ctx._memo:
+                cached = ctx.cache.get(key) if ctx.cache else None
+                if cached is None and ctx.cache is not None:
+                    ctx.cache.put(key, fixed, {"snippet": snippet.id}, deterministic=True)
+                ctx._memo[key] = cached or fixed
+            return ctx._memo[key]
+    wants_run = snippet.mode == "run"
+    gpu = pick_gpu(ctx.gpus(), target) if wants_run and not ctx.compile_only else None
+    host_only = snippet.lang in ("cpp", "python") and not wants_run
+    sass_checked = bool(snippet.checks.get("sass") or snippet.checks.get("no_sass"))
+    key = cache_key(
+        RUNNER_VERSION, snippet.content_hash, "host" if host_only else target, ctx.toolchain.fingerprint,
+        ctx.compile_only, [gpu.name, gpu.compute_capability, gpu.driver_version] if gpu else None,
+        bool(ctx.toolchain.sass_tool) if sass_checked else None,
+    )  # fmt: skip
+    with ctx.key_lock(key):
+        if key in ctx._memo:
+            return ctx._memo[key]
+        cached = ctx.cache.get(key) if ctx.cache else None
+        if cached is not None:
+            with ctx._lock:
+                ctx.hits += 1
+            ctx._memo[key] = cached
+            return cached
+        outcomes = _compute(snippet, target, gpu, wants_run, ctx)
+        with ctx._lock:
+            ctx.builds += 1
+            ctx.started_processes = True
+        if ctx.cache is not None:
+            ctx.cache.put(key, outcomes, {"snippet": snippet.id, "target": target, "toolchain": ctx.toolchain.label})
+        ctx._memo[key] = outcomes
+        return outcomes
+
+
+def _compute(snippet: Snippet, target: str, gpu: Gpu | None, wants_run: bool, ctx: _Context) -> list[StepOutcome]:
+    build_target = target if target != ANY_TARGET else "sm_90"
+    build = build_snippet(snippet, build_target, ctx.toolchain, want_program=wants_run, isolation=ctx.isolation)
+    try:
+        outcomes = [build.outcome]
+        if snippet.checks.get("sass") or snippet.checks.get("no_sass"):
+            outcomes.append(sass_step(build, snippet, build_target, ctx.toolchain, ctx.isolation))
+        if wants_run:
+            if ctx.compile_only:
+                outcomes.append(StepOutcome(step="run", status="skipped", detail="not run: --compile-only", isolation="none"))
+            elif gpu is None:
+                outcomes.append(run_step(build, snippet, target, None, ctx.toolchain, ctx.isolation))
+            else:
+                with ctx.gpu_lock(gpu):
+                    outcomes.append(run_step(build, snippet, target, gpu, ctx.toolchain, ctx.isolation))
+        return outcomes
+    finally:
+        build.cleanup()
+
+
+def verify(
+    pages_root: Path | str,
+    pages: list[str] | None = None,
+    targets: list[str] | None = None,
+    jobs: int = 2,
+    use_cache: bool = True,
+    compile_only: bool = False,
+    progress: ProgressCallback | None = None,
+    *,
+    cache_dir: Path | str | None = None,
+    nvcc: str | None = None,
+    toolchain: Toolchain | None = None,
+    gpus: list[Gpu] | None = None,
+    isolation: str | None = None,
+    snippets: list[Snippet] | None = None,
+) -> VerifyReport:
+    """Verify the snippets of the wiki at `pages_root` and return the evidence.
+
+    pages: page ids to verify (default all); targets: e.g. ["sm_90a"] (default
+    every target a snippet declares); use_cache=False re-verifies everything
+    (results are still written to the cache); compile_only builds programs but
+    does not run them. `gpus`, `toolchain` and `snippets` override discovery
+    (tests, remote runners). Never raises for a snippet's failure: failures are
+    records.
+    """
+    started = time.monotonic()
+    report = VerifyReport()
+    if snippets is None:
+        snippets, problems = load_snippets(pages_root, pages)
+        report.problems.extend(problems)
+    report.snippets = list(snippets)
+    tc = toolchain or discover_toolchain(nvcc)
+    report.toolchain = tc.to_dict()
+    cache_root = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR
+    ctx = _Context(tc, ResultCache(cache_root) if use_cache else _WriteOnlyCache(cache_root), compile_only, gpus, cache_root, isolation)
+    wanted = {normalize_target(t) for t in targets} if targets else None
+    work = [(s, t) for s in snippets for t in (s.targets or [""]) if wanted is None or t in wanted]
+    total = len(work)
+    results: dict[int, list[EvidenceRecord]] = {}
+    done = 0
+    with ThreadPoolExecutor(max_workers=max(1, int(jobs))) as pool:
+        futures = {pool.submit(_work, s, t, ctx): i for i, (s, t) in enumerate(work)}
+        for future in as_completed(futures):
+            i = futures[future]
+            snippet, target = work[i]
+            try:
+                outcomes = future.result()
+            except Exception as exc:  # noqa: BLE001 - an infrastructure fault becomes an error record, not a crash
+                outcomes = [StepOutcome(step="compile", status="error", kind="runner fault", detail=f"{type(exc).__name__}: {exc}")]
+            results[i] = [to_record(snippet, target, o, tc.label) for o in outcomes]
+            done += 1
+            if progress is not None:
+                progress(done, total, snippet.id, target, combined_status([r.status for r in results[i]]))
+    report.records = [r for i in range(total) for r in results[i]]
+    report.summary, report.totals = summarize(report.records)
+    report.cache_hits, report.builds = ctx.hits, ctx.builds
+    if ctx._gpus is not None:
+        report.gpus = [g.to_dict() for g in ctx._gpus]
+    report.isolation = (isolation or detect_isolation()) if ctx.started_processes else None
+    report.duration_s = round(time.monotonic() - started, 3)
+    return report
+
+
+class _WriteOnlyCache(ResultCache):
+    """--no-cache: never read old results, but keep the fresh ones for the next run."""
+
+    def get(self, key: str) -> list[StepOutcome] | None:  # noqa: D102
+        return None

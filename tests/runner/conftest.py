@@ -1,0 +1,57 @@
+"""Fixtures for the runner tests: the real toolchain, a session-wide result cache, page helpers."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+from runner.toolchain import Toolchain, discover_toolchain
+
+
+@pytest.fixture(scope="session")
+def toolchain() -> Toolchain:
+    """The real CUDA toolchain; tests that need nvcc are skipped where there is none."""
+    tc = discover_toolchain()
+    if not tc.nvcc:
+        pytest.skip("nvcc not found: " + "; ".join(tc.notes))
+    return tc
+
+
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One result cache for the whole session: identical snippets are compiled once (2 slow cores)."""
+    return tmp_path_factory.mktemp("kw-cache")
+
+
+def _page_text(page_id: str, body: str, archs: str = "[sm90a]") -> str:
+    return f"---\nid: {page_id}\ntitle: Test page {page_id}\ntype: concept\narchitectures: {archs}\n---\n\n" + textwrap.dedent(body)
+
+
+@pytest.fixture()
+def page_text():  # noqa: ANN201
+    """page_text(page_id, body, archs="[sm90a]") -> a page with front matter (the body starts on file line 7)."""
+    return _page_text
+
+
+@pytest.fixture()
+def repo_root() -> Path:
+    return ROOT
+
+
+@pytest.fixture()
+def make_wiki(tmp_path: Path):  # noqa: ANN201
+    """make_wiki({"name.md": page_text(...)}) -> wiki root."""
+
+    def make(pages: dict[str, str]) -> Path:
+        root = tmp_path / "wiki"
+        for name, text in pages.items():
+            path = root / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        return root
+
+    return make

@@ -1,0 +1,202 @@
+"""One compile or run = one fresh process: timeouts kill everything, output is capped, secrets and
+network stay out, and the evidence names only the isolation that was really in force.
+
+These tests use plain host programs (sh, python): no GPU and no nvcc needed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from runner.sandbox import (
+    ISOLATION_BWRAP,
+    ISOLATION_NONE,
+    ISOLATION_UNSHARE,
+    Limits,
+    OutputCap,
+    clean_environment,
+    detect_isolation,
+    find_bwrap,
+    run_process,
+)
+
+
+def _processes_with(marker: str) -> list[int]:
+    """Live (non-zombie) processes whose command line contains `marker`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmdline and state != "Z":
+            found.append(int(name))
+    return found
+
+
+def _levels() -> list[str]:
+    levels = [ISOLATION_NONE]
+    detected = detect_isolation()
+    if detected != ISOLATION_NONE:
+        levels.append(detected)
+    if detected != ISOLATION_UNSHARE and detect_isolation(ISOLATION_UNSHARE) == ISOLATION_UNSHARE:
+        levels.append(ISOLATION_UNSHARE)
+    return levels
+
+
+@pytest.fixture(params=_levels())
+def isolation(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def test_exit_status_signal_and_output_are_reported(tmp_path: Path, isolation: str) -> None:
+    res = run_process(["sh", "-c", "echo out; echo err >&2; exit 3"], tmp_path, 20, isolation=isolation)
+    assert (res.exit_code, res.signal, res.timed_out, res.error) == (3, None, False, None)
+    assert res.stdout.text == "out\n" and res.stderr.text == "err\n"
+    assert res.isolation == isolation
+    crashed = run_process(["sh", "-c", "kill -SEGV $$"], tmp_path, 20, isolation=isolation)
+    assert crashed.signal_name == "SIGSEGV" and crashed.exit_code == -11
+
+
+def test_timeout_kills_the_process_group_and_leaves_no_processes(tmp_path: Path, isolation: str) -> None:
+    marker = f"{uuid.uuid4().int % 10**6 + 1000}.{os.getpid()}"  # unique sleep length: findable in /proc
+    script = f"sleep {marker} & (setsid sleep {marker} &) ; sh -c 'sleep {marker}' & while :; do :; done"
+    started = time.monotonic()
+    res = run_process(["sh", "-c", script], tmp_path, 1.5, isolation=isolation)
+    assert res.timed_out
+    assert time.monotonic() - started < 10
+    assert res.leftovers >= 3
+    time.sleep(0.2)
+    assert _processes_with(f"sleep {marker}") == []
+
+
+def test_processes_left_behind_after_a_normal_exit_are_killed(tmp_path: Path, isolation: str) -> None:
+    marker = f"{uuid.uuid4().int % 10**6 + 1000}.5"
+    res = run_process(["sh", "-c", f"(setsid sleep {marker} > /dev/null 2>&1 &); echo started"], tmp_path, 20, isolation=isolation)
+    assert res.exit_code == 0 and not res.timed_out
+    assert res.stdout.text == "started\n"
+    assert res.leftovers == 1
+    time.sleep(0.2)
+    assert _processes_with(f"sleep {marker}") == []
+
+
+def test_huge_output_is_capped_at_a_line_boundary_and_says_so(tmp_path: Path) -> None:
+    program = "import sys\nfor i in range(400000): sys.stdout.write(f'line {i}\\n')\n"
+    res = run_process([sys.executable, "-c", program], tmp_path, 60, head_bytes=4096, tail_bytes=1024)
+    out = res.stdout
+    assert res.exit_code == 0 and out.truncated
+    assert out.total_bytes > 4_000_000
+    assert len(out.text) < 4096 + 1024 + 100
+    head, marker_and_tail = out.text.split("[… ", 1)
+    assert head.endswith("\n") and head.startswith("line 0\n")
+    marker, tail = marker_and_tail.split("\n", 1)
+    omitted = int(marker.split()[0])
+    assert marker == f"{omitted} lines omitted]"
+    kept = head.count("\n") + tail.count("\n")
+    assert kept + omitted == 400000
+    assert tail.endswith("line 399999\n")
+    assert all(line.startswith("line ") for line in (head + tail).splitlines())
+
+
+def test_output_cap_never_holds_more_than_head_plus_twice_tail() -> None:
+    cap = OutputCap(head=100, tail=50)
+    for _ in range(10000):
+        cap.feed(b"x" * 63 + b"\n")
+        assert len(cap.head) + len(cap.tail) <= 100 + 2 * 50 + 64
+    result = cap.result()
+    assert result.truncated and result.total_bytes == 640000
+    assert result.omitted_lines + result.text.count("x\n") == 10000
+
+
+def test_small_output_is_kept_whole() -> None:
+    cap = OutputCap(head=100, tail=50)
+    cap.feed(b"a\nb\n")
+    assert cap.result().text == "a\nb\n" and not cap.result().truncated
+
+
+def test_secrets_are_stripped_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secrets = {
+        "KERNELWIKI_RUNNER_TOKEN": "t0k3n",
+        "KERNELWIKI_DB": "postgresql://u:p@h/db",
+        "DATABASE_URL": "postgresql://u:p@h/db",
+        "GITHUB_TOKEN": "ghp_x",
+        "AWS_SECRET_ACCESS_KEY": "s3cr3t",
+        "PGPASSWORD": "pw",
+    }
+    for k, v in secrets.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("KW_HARMLESS", "kept")
+    res = run_process(["env"], tmp_path, 20)
+    names = {line.split("=", 1)[0] for line in res.stdout.text.splitlines()}
+    assert not names & set(secrets)
+    assert "KW_HARMLESS" in names and "PATH" in names
+    assert f"HOME={tmp_path.resolve()}" in res.stdout.text
+    assert not any(v in res.stdout.text for v in secrets.values())
+    assert set(secrets).isdisjoint(clean_environment())
+
+
+def test_standard_input_is_closed(tmp_path: Path) -> None:
+    res = run_process(["sh", "-c", "if read line; then echo got; else echo eof; fi"], tmp_path, 20)
+    assert res.stdout.text == "eof\n"
+
+
+def test_file_size_limit_stops_runaway_writes(tmp_path: Path) -> None:
+    res = run_process(["sh", "-c", "head -c 5000000 /dev/zero > big.bin"], tmp_path, 20, limits=Limits(file_size_bytes=100_000))
+    assert res.exit_code != 0
+    assert (tmp_path / "big.bin").stat().st_size <= 100_000
+
+
+def test_address_space_limit_applies_to_compile_processes(tmp_path: Path) -> None:
+    program = "b = bytearray(1 << 30)\nprint('allocated')"
+    res = run_process([sys.executable, "-c", program], tmp_path, 60, limits=Limits(address_space_bytes=512 * 1024 * 1024))
+    assert res.exit_code != 0 and "MemoryError" in res.stderr.text
+
+
+_NET_PROBE = "tail -n +3 /proc/self/net/dev | cut -d: -f1 | tr -d ' '"
+
+
+def test_isolation_recorded_truthfully(tmp_path: Path, isolation: str) -> None:
+    res = run_process(["sh", "-c", _NET_PROBE], tmp_path, 20, isolation=isolation)
+    interfaces = res.stdout.text.split()
+    assert res.isolation == isolation
+    if isolation in (ISOLATION_UNSHARE, ISOLATION_BWRAP):
+        assert interfaces == ["lo"], "a network namespace must leave only the loopback interface"
+    host = Path("/proc/self/net/dev").read_text().splitlines()[2:]
+    if isolation == ISOLATION_NONE and len(host) > 1:
+        assert len(interfaces) == len(host), "without isolation the host's interfaces are visible"
+
+
+def test_unavailable_isolation_is_never_claimed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("KERNELWIKI_BWRAP", str(tmp_path / "no-such-bwrap"))
+    from runner import sandbox
+
+    monkeypatch.setattr(sandbox, "_isolation_cache", {})
+    assert detect_isolation(ISOLATION_BWRAP) == ISOLATION_NONE
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    monkeypatch.setattr(sandbox, "_isolation_cache", {})
+    assert detect_isolation("auto") == ISOLATION_NONE
+    res = run_process(["true"], tmp_path, 20)
+    assert res.isolation == ISOLATION_NONE
+
+
+@pytest.mark.skipif(find_bwrap() is None, reason="bubblewrap not installed (set KERNELWIKI_BWRAP to test it)")
+def test_bwrap_keeps_writes_inside_the_snippet_folder(tmp_path: Path) -> None:
+    if detect_isolation(ISOLATION_BWRAP) != ISOLATION_BWRAP:
+        pytest.skip("bwrap is installed but cannot create namespaces here")
+    work = tmp_path / "work"
+    work.mkdir()
+    outside = tmp_path / "outside.txt"
+    res = run_process(["sh", "-c", f"echo in > inside.txt; echo out > {outside}; echo x > /var/tmp/kw-escape-{os.getpid()}"], work, 20, isolation=ISOLATION_BWRAP)
+    assert res.isolation == ISOLATION_BWRAP
+    assert (work / "inside.txt").read_text() == "in\n"
+    assert not outside.exists()
+    assert not Path(f"/var/tmp/kw-escape-{os.getpid()}").exists()

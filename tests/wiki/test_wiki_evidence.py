@@ -1,0 +1,62 @@
+"""The bundled wiki and its committed evidence: every snippet's evidence matches its current content."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from app.pages import load_wiki
+from snippets.extract import extract_snippets
+
+ROOT = Path(__file__).resolve().parents[2]
+WIKI = ROOT / "wiki"
+EVIDENCE = ROOT / "evidence"
+
+
+def _snippets() -> list:
+    wiki = load_wiki(WIKI)
+    found = []
+    for page in wiki.pages.values():
+        snips, _ = extract_snippets(page.id, page.path, page.body, page.body_line, page.architectures)
+        found += snips
+    return found
+
+
+def _records() -> list[dict]:
+    records = []
+    for path in sorted(EVIDENCE.glob("*.jsonl")):
+        records += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return records
+
+
+def test_every_snippet_has_evidence_for_its_current_content_on_every_target() -> None:
+    current = {(r["snippet_id"], r["target"], r["content_hash"]) for r in _records()}
+    stale = [
+        f"{s.path}:{s.line} {s.id} {t or '(any)'}"
+        for s in _snippets()
+        for t in (s.targets or [""])
+        if (s.id, t, s.content_hash) not in current
+    ]
+    assert stale == [], "snippets changed since their evidence was recorded (run `kernelwiki verify` on a GPU node):\n" + "\n".join(stale)
+
+
+def test_committed_evidence_names_its_gpu_and_toolchain_and_never_claims_an_sm100_run() -> None:
+    records = _records()
+    assert records, "no evidence under evidence/"
+    runs = [r for r in records if r["step"] == "run" and r["status"] in ("pass", "fail")]
+    assert runs, "no program ran on a GPU"
+    for r in runs:
+        assert r["gpu_name"] and r["compute_capability"] and r["driver_version"] and r["toolchain"], r["record_id"]
+        assert r["compute_capability"].startswith("9."), f"{r['snippet_id']} {r['target']}: ran on {r['gpu_name']}"
+        assert not r["target"].startswith("sm_10"), f"an sm_100 run was recorded for {r['snippet_id']}"
+    for r in records:
+        if r["step"] == "run" and r["target"].startswith("sm_10"):
+            assert r["status"] == "skipped" and "no sm_10" in (r["message"] or ""), r
+
+
+def test_current_snippets_have_no_failing_evidence() -> None:
+    current = {s.id: s.content_hash for s in _snippets()}
+    failing = [f"{r['snippet_id']} {r['target']} {r['step']}: {r['status']} {r['message']}"
+               for r in _records()
+               if current.get(r["snippet_id"]) == r["content_hash"] and r["status"] in ("fail", "error", "timeout")]
+    assert failing == []
