@@ -48,7 +48,7 @@ def index(wiki: WikiOpt = None, db: DbOpt = None, force: Annotated[bool, typer.O
     report = store.reindex(settings.wiki, force=force)
     loaded = store.evidence.load_dir(settings.evidence)
     for d in report.diagnostics:
-        err.print(str(d), markup=False, highlight=False)
+        typer.echo(str(d), err=True)
     out.print(
         f"indexed {settings.wiki}: {len(report.added)} added, {len(report.updated)} updated, "
         f"{len(report.removed)} removed, {report.unchanged} unchanged, {len(report.failed)} with errors "
@@ -73,7 +73,7 @@ def lint(wiki: WikiOpt = None) -> None:
         _, problems = extract_snippets(page.id, page.path, page.body, page.body_line, page.architectures)
         diags += [p for p in problems]
     for d in sorted(diags, key=lambda d: (d.path, d.line)):
-        err.print(str(d) if hasattr(d, "__str__") else d, markup=False, highlight=False)
+        typer.echo(str(d), err=True)
     errors = sum(1 for d in diags if d.severity == "error")
     warnings = len(diags) - errors
     out.print(f"{len(wiki_data.pages)} pages, {errors} errors, {warnings} warnings", highlight=False)
@@ -130,6 +130,49 @@ def search(
     out.print(f"{result.total} results in {result.took_ms:.1f} ms", highlight=False)
 
 
+@cli.command()
+def verify(
+    wiki: WikiOpt = None,
+    db: DbOpt = None,
+    page: Annotated[Optional[list[str]], typer.Option("--page", help="only this page id (repeatable)")] = None,
+    target: Annotated[Optional[list[str]], typer.Option("--target", help="only this target, e.g. sm_90a (repeatable)")] = None,
+    jobs: Annotated[int, typer.Option(help="parallel builds")] = 2,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="ignore cached results")] = False,
+    compile_only: Annotated[bool, typer.Option("--compile-only", help="build programs but do not run them")] = False,
+    report: Annotated[Optional[Path], typer.Option("--report", help="also write the evidence records to this JSONL file")] = None,
+    store_evidence: Annotated[bool, typer.Option("--store/--no-store", help="record the evidence in the index")] = True,
+) -> None:
+    """Compile every snippet for its targets, run programs on matching GPUs, record the evidence.
+
+    Exit code 1 when a snippet fails that was not expected to.
+    """
+    from runner.report import print_summary, progress_bar
+    from runner.verify import verify as run_verify
+
+    settings = settings_for(wiki, db)
+    bar, update = progress_bar()
+    if bar is not None:
+        bar.start()
+    try:
+        result = run_verify(
+            settings.wiki, pages=page or None, targets=target or None, jobs=jobs,
+            use_cache=not no_cache, compile_only=compile_only, progress=update,
+        )  # fmt: skip
+    finally:
+        if bar is not None:
+            bar.stop()
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        result.write_jsonl(report)
+    if store_evidence:
+        store = open_store(settings)
+        store.reindex(settings.wiki)
+        added = store.evidence.add([r.to_dict() for r in result.records], origin="verify")
+        out.print(f"index: {added.inserted} new evidence records", highlight=False)
+    print_summary(result)
+    raise typer.Exit(result.exit_code)
+
+
 @evidence_cli.command("import")
 def evidence_import(files: Annotated[list[Path], typer.Argument(help="JSONL files of evidence records")], wiki: WikiOpt = None, db: DbOpt = None) -> None:
     """Attach evidence produced elsewhere; importing the same records twice changes nothing."""
@@ -145,6 +188,8 @@ def evidence_import(files: Annotated[list[Path], typer.Argument(help="JSONL file
         out.print(f"{path}: {result.inserted} new, {result.duplicates} already present, {len(result.errors)} rejected", highlight=False)
     if bad:
         raise typer.Exit(1)
+
+
 
 
 def main() -> None:
