@@ -12,6 +12,7 @@ from app.api import health, pages, search, snippets
 from app.errors import install_error_handlers
 from app.settings import Settings
 from app.store import Store
+from app.web import install_web
 
 log = logging.getLogger("kernelwiki")
 
@@ -51,12 +52,5 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     app.state.store = store
     for router in (search.router, pages.router, snippets.router, health.router):
         app.include_router(router)
-    html_errors = None
-    try:
-        from app.web import install_web  # the HTML docs browser
-
-        html_errors = install_web(app)
-    except ImportError:  # pragma: no cover - the web module is optional while it is built
-        pass
-    install_error_handlers(app, html_errors)
+    install_error_handlers(app, install_web(app))
     return app

@@ -52,6 +52,9 @@ def make_environment() -> Environment:
         lstrip_blocks=True,
         auto_reload=False,
     )
+    from app.web.filters import install_filters
+
+    install_filters(env)
     return env
 
 
@@ -63,7 +66,10 @@ class WebState:
     bodies: LRU[Any] = field(default_factory=lambda: LRU(256))  # rendered page bodies
     code: LRU[str] = field(default_factory=lambda: LRU(4096))  # highlighted code blocks
     graphs: LRU[Any] = field(default_factory=lambda: LRU(4))  # graph layouts
+    snippets: LRU[Any] = field(default_factory=lambda: LRU(2))  # every snippet with evidence, per data version
     asset_version: str = ""  # appended to asset URLs so browsers refetch after a change
+    warmed: threading.Event = field(default_factory=threading.Event)  # set once templates and lexers are compiled
+    prerendered: threading.Event = field(default_factory=threading.Event)  # set when background pre-rendering ended
 
 
 def web_state(request: Request) -> WebState:

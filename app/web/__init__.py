@@ -1,0 +1,41 @@
+"""The HTML docs browser: server-rendered views over the same `Store` the REST API uses.
+
+`install_web(app)` adds the views and the static assets to an app and returns
+the HTML error renderer that `app.errors` uses for browser requests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from typing import Any, Callable
+
+from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.staticfiles import StaticFiles
+
+from app.web.routes import router
+from app.web.warm import warm_up
+from app.web.state import STATIC, WebState
+
+ErrorRenderer = Callable[[Request, int, Any], Response]
+
+
+def _asset_version() -> str:
+    """A short hash of the static files, so a changed asset gets a new URL."""
+    digest = hashlib.sha256()
+    for path in sorted(STATIC.glob("*")):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:10]
+
+
+def install_web(app: FastAPI) -> ErrorRenderer:
+    """Add the docs browser to `app`; returns `(request, status, detail) -> HTML response`."""
+    from app.web.errors import html_error_renderer
+
+    app.state.web = WebState(asset_version=_asset_version())
+    threading.Thread(target=warm_up, args=(app,), name="kernelwiki-web-warm-up", daemon=True).start()
+    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+    app.include_router(router)
+    return html_error_renderer

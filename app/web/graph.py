@@ -1,0 +1,151 @@
+"""The related-pages graph laid out on the server, drawn as inline SVG (no fetch, no script needed).
+
+A deterministic force-directed layout (Fruchterman–Reingold, fixed start on a
+circle grouped by page type), cached per graph content because it costs tens
+of milliseconds and the graph changes only when the wiki does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+WIDTH, HEIGHT, MARGIN = 1000.0, 720.0, 60.0
+ITERATIONS = 120
+
+
+@dataclass(frozen=True)
+class Node:
+    id: str
+    title: str
+    type: str
+    x: float
+    y: float
+    r: float
+    degree: int
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    target: str
+    kind: str
+    x1: float
+    y1: float
+    x2: float
+    y2: float
+
+
+@dataclass(frozen=True)
+class Layout:
+    nodes: list[Node]
+    edges: list[Edge]
+    width: float = WIDTH
+    height: float = HEIGHT
+
+    @property
+    def out(self) -> dict[str, list[str]]:
+        """Page id → the pages it links to, for the list form of the graph."""
+        targets: dict[str, list[str]] = {}
+        for e in self.edges:
+            targets.setdefault(e.source, []).append(e.target)
+        return targets
+
+    @property
+    def types(self) -> list[str]:
+        return sorted({n.type for n in self.nodes})
+
+
+def graph_key(graph: dict[str, Any]) -> tuple[Any, ...]:
+    """What the layout depends on."""
+    return (
+        tuple((n["id"], n["title"], n["type"]) for n in graph["nodes"]),
+        tuple((e["source"], e["target"], e["kind"]) for e in graph["edges"]),
+    )
+
+
+def layout(graph: dict[str, Any]) -> Layout:
+    """Positions for every node and edge of `Store.graph()` inside the drawing box."""
+    nodes = sorted(graph["nodes"], key=lambda n: (n["type"], n["id"]))
+    index = {n["id"]: i for i, n in enumerate(nodes)}
+    pairs = {
+        tuple(sorted((index[e["source"]], index[e["target"]])))
+        for e in graph["edges"] if e["source"] in index and e["target"] in index and e["source"] != e["target"]
+    }  # fmt: skip
+    n = len(nodes)
+    if n == 0:
+        return Layout([], [])
+    degree = [0] * n
+    for a, b in pairs:
+        degree[a] += 1
+        degree[b] += 1
+    xs = [math.cos(2 * math.pi * i / n) * WIDTH / 3 for i in range(n)]
+    ys = [math.sin(2 * math.pi * i / n) * HEIGHT / 3 for i in range(n)]
+    k = math.sqrt(WIDTH * HEIGHT / n) * 0.9
+    k2 = k * k
+    temp = WIDTH / 8
+    for _ in range(ITERATIONS):
+        dx = [0.0] * n
+        dy = [0.0] * n
+        for i in range(n):
+            xi, yi = xs[i], ys[i]
+            for j in range(i + 1, n):
+                ddx, ddy = xi - xs[j], yi - ys[j]
+                d2 = ddx * ddx + ddy * ddy or 0.01
+                f = k2 / d2  # repulsion k²/d, applied along the unit vector: k²/d² · (dx, dy)
+                dx[i] += ddx * f
+                dy[i] += ddy * f
+                dx[j] -= ddx * f
+                dy[j] -= ddy * f
+        for a, b in pairs:
+            ddx, ddy = xs[a] - xs[b], ys[a] - ys[b]
+            d = math.sqrt(ddx * ddx + ddy * ddy) or 0.01
+            f = d / k  # attraction d²/k along the unit vector
+            dx[a] -= ddx * f
+            dy[a] -= ddy * f
+            dx[b] += ddx * f
+            dy[b] += ddy * f
+        for i in range(n):
+            # gravity keeps unconnected pages on screen
+            dx[i] -= xs[i] * 0.01
+            dy[i] -= ys[i] * 0.01
+            d = math.sqrt(dx[i] * dx[i] + dy[i] * dy[i]) or 0.01
+            step = min(d, temp)
+            xs[i] += dx[i] / d * step
+            ys[i] += dy[i] / d * step
+        temp = max(temp * 0.96, 1.0)
+    _pull_in_outliers(xs, ys)
+    min_x, max_x, min_y, max_y = min(xs), max(xs), min(ys), max(ys)
+    sx = (WIDTH - 2 * MARGIN) / ((max_x - min_x) or 1)
+    sy = (HEIGHT - 2 * MARGIN) / ((max_y - min_y) or 1)
+    px = [MARGIN + (x - min_x) * sx if n > 1 else WIDTH / 2 for x in xs]
+    py = [MARGIN + (y - min_y) * sy if n > 1 else HEIGHT / 2 for y in ys]
+    out_nodes = [
+        Node(nd["id"], nd["title"], nd["type"], round(px[i], 1), round(py[i], 1), round(5 + 2.2 * math.sqrt(degree[i]), 1), degree[i])
+        for i, nd in enumerate(nodes)
+    ]  # fmt: skip
+    edges = []
+    seen = set()
+    for e in graph["edges"]:
+        a, b = index.get(e["source"]), index.get(e["target"])
+        if a is None or b is None or a == b or (a, b) in seen:
+            continue
+        seen.add((a, b))
+        edges.append(Edge(e["source"], e["target"], e["kind"], round(px[a], 1), round(py[a], 1), round(px[b], 1), round(py[b], 1)))
+    return Layout(out_nodes, edges)
+
+
+def _pull_in_outliers(xs: list[float], ys: list[float], factor: float = 1.4) -> None:
+    """Bring far-flung nodes (one link, pushed out by everyone) to `factor` × the median radius,
+    so they don't squeeze the well-connected core into a corner of the drawing."""
+    n = len(xs)
+    if n < 4:
+        return
+    cx, cy = sum(xs) / n, sum(ys) / n
+    radii = [math.hypot(x - cx, y - cy) for x, y in zip(xs, ys)]
+    limit = sorted(radii)[n // 2] * factor
+    for i, r in enumerate(radii):
+        if r > limit > 0:
+            xs[i] = cx + (xs[i] - cx) * limit / r
+            ys[i] = cy + (ys[i] - cy) * limit / r

@@ -1,0 +1,69 @@
+"""Read queries the HTML views need beyond `Store`'s: page source, link map, run summary.
+
+They read the same tables through `store.engine`, never write.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import Connection
+
+from app.models import EvidenceRow, PageRow, SnippetRow, StateRow
+
+
+@dataclass(frozen=True)
+class PageSource:
+    """What re-rendering a page body needs: the Markdown and where it sits in its file."""
+
+    body: str
+    body_line: int
+    path: str
+    content_hash: str
+
+
+@dataclass(frozen=True)
+class LinkMap:
+    """Every page id and file path, for turning body links into page URLs."""
+
+    ids: frozenset[str]
+    paths: dict[str, str]  # file path → page id
+    key: int  # changes when the set of pages changes
+
+
+def page_source(conn: Connection, page_id: str) -> PageSource | None:
+    row = conn.execute(
+        select(PageRow.body, PageRow.body_line, PageRow.path, PageRow.content_hash).where(PageRow.id == page_id)
+    ).first()
+    return PageSource(row.body, row.body_line, row.path, row.content_hash) if row else None
+
+
+def link_map(conn: Connection) -> LinkMap:
+    rows = conn.execute(select(PageRow.id, PageRow.path)).all()
+    paths = {path: pid for pid, path in rows}
+    return LinkMap(frozenset(paths.values()), paths, hash(frozenset(paths.items())))
+
+
+def snippet_errors(conn: Connection, page_id: str) -> dict[str, str]:
+    """Why each invalid block of a page cannot be verified (mode `error`)."""
+    rows = conn.execute(select(SnippetRow.id, SnippetRow.data).where(SnippetRow.page_id == page_id, SnippetRow.mode == "error"))
+    return {sid: str(json.loads(data).get("error") or "") for sid, data in rows}
+
+
+def latest_run(conn: Connection) -> dict[str, Any] | None:
+    """The newest evidence record's data (when, where, with which toolchain), or None."""
+    row = conn.execute(select(EvidenceRow.data).order_by(EvidenceRow.timestamp.desc()).limit(1)).first()
+    return json.loads(row.data) if row else None
+
+
+def data_version(conn: Connection) -> tuple[int | None, int, str | None]:
+    """Changes whenever snippets or evidence change: the index generation and the evidence count.
+
+    Evidence is only ever added (a record id is stored once), so its count grows with every insert.
+    """
+    generation = conn.execute(select(StateRow.value).where(StateRow.key == "generation")).scalar()
+    count, newest = conn.execute(select(func.count(EvidenceRow.record_id), func.max(EvidenceRow.timestamp))).one()
+    return generation, count or 0, newest

@@ -1,0 +1,162 @@
+"""A page body as the browser shows it: highlighted code, snippet anchors, page links.
+
+The body is rendered by `app.markdown.render` (raw HTML escaped, unsafe URLs
+refused) with a fence hook that highlights the code with Pygments and wraps it
+in a `<figure id="snippet-N">`. The result depends only on the page's content
+and the set of pages it can link to, so it is cached; the evidence next to each
+block changes independently and is filled in per request: the cached body is a
+list of HTML chunks, each followed by the snippet whose evidence goes there.
+"""
+
+from __future__ import annotations
+
+import html
+import posixpath
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from markdown_it.token import Token
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
+
+from app.markdown import render
+from app.schemas import SnippetPublic
+from app.web.state import LRU
+
+MAX_HIGHLIGHT_CHARS = 200_000  # longer blocks are shown plain
+LEXER_NAMES = {"cu": "cuda", "c++": "cpp", "py": "python", "sh": "bash", "shell": "bash"}
+_FORMATTER = HtmlFormatter(nowrap=True)
+_LINK = re.compile(r'<a href="([^"]*)"')
+_HEADING = re.compile(r'<h([1-6]) id="([^"]+)">(.*?)</h\1>', re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A chunk of body HTML, then (optionally) the id of the snippet whose evidence follows it."""
+
+    html: str
+    snippet_id: str | None = None
+
+
+def highlight_code(code: str, lang: str, cache: LRU[str]) -> str:
+    """Highlighted HTML of a code block (escaped plain text for unknown languages)."""
+
+    def make() -> str:
+        name = LEXER_NAMES.get(lang, lang)
+        if not name or len(code) > MAX_HIGHLIGHT_CHARS:
+            return html.escape(code)
+        try:
+            lexer = get_lexer_by_name(name, stripnl=False, ensurenl=False)
+        except ClassNotFound:
+            return html.escape(code)
+        return highlight(code, lexer, _FORMATTER)
+
+    return cache.get_or_make((lang, code), make)
+
+
+def _evidence_slot(snippet_id: str) -> str:
+    return f"\x00evidence:{snippet_id}\x00"
+
+
+def _figure(token: Token, snippet: SnippetPublic | None, cache: LRU[str]) -> str:
+    """One code block: caption (language, attributes, permalink), highlighted code, evidence slot."""
+    info = token.info.strip()
+    lang_word = info.split(maxsplit=1)[0] if info else ""
+    attrs = info[len(lang_word):].strip()
+    code = snippet.source if snippet is not None and snippet.source is not None else token.content
+    code = code.replace("\x00", "\ufffd")  # NUL separates the cached segments
+    lang = snippet.lang if snippet is not None else lang_word.lower()
+    body = highlight_code(code, lang, cache)
+    label = html.escape(lang_word or "text")
+    pre = f'<pre class="hl" tabindex="0"><code>{body}</code></pre>'
+    if snippet is None:
+        return f'<figure class="code"><figcaption class="code-head"><span class="lang">{label}</span></figcaption>{pre}</figure>\n'
+    anchor = f"snippet-{snippet.position}"
+    head = (
+        f'<figcaption class="code-head"><span class="lang">{label}</span>'
+        + (f' <code class="info">{html.escape(attrs)}</code>' if attrs else "")
+        + f' <a class="permalink" href="#{anchor}" aria-label="Link to snippet {snippet.position}">#{snippet.position}</a>'
+        + "</figcaption>"
+    )
+    return f'<figure class="code snippet" id="{anchor}">{head}{pre}{_evidence_slot(snippet.id)}</figure>\n'
+
+
+def link_target(href: str, page_path: str, ids: set[str], paths: dict[str, str]) -> str | None:
+    """The /pages/ URL a relative body link means (a page id or a .md path), or None."""
+    if not href or href.startswith(("#", "/")) or re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", href):
+        return None
+    target, _, frag = html.unescape(href).partition("#")
+    frag = f"#{frag}" if frag else ""
+    if target in ids:
+        return f"/pages/{target}{frag}"
+    if target.endswith(".md"):
+        path = posixpath.normpath(posixpath.join(posixpath.dirname(page_path), target))
+        if path in paths:
+            return f"/pages/{paths[path]}{frag}"
+    return None
+
+
+def _rewrite_links(body: str, page_path: str, ids: set[str], paths: dict[str, str]) -> str:
+    def repl(m: re.Match[str]) -> str:
+        url = link_target(m.group(1), page_path, ids, paths)
+        return m.group(0) if url is None else f'<a href="{html.escape(url)}"'
+
+    return _LINK.sub(repl, body)
+
+
+def _anchor_headings(body: str) -> str:
+    """Give every heading a permalink, one level down: the page title is the view's only <h1>."""
+
+    def repl(m: re.Match[str]) -> str:
+        level, anchor, inner = m.groups()
+        level = str(min(int(level) + 1, 6))
+        return (
+            f'<h{level} id="{anchor}">{inner}'
+            f'<a class="anchor" href="#{anchor}" aria-hidden="true" tabindex="-1">#</a></h{level}>'
+        )
+
+    return _HEADING.sub(repl, body)
+
+
+def render_body(body: str, body_line: int, page_path: str, snippets: list[SnippetPublic],
+                ids: set[str], paths: dict[str, str], cache: LRU[str]) -> list[Segment]:  # fmt: skip
+    """Render a page body into segments, each followed by a snippet's evidence slot."""
+    by_line = {s.line: s for s in snippets}
+
+    def fence(token: Token, _index: int) -> str:
+        line = body_line + (token.map[0] if token.map else 0)
+        return _figure(token, by_line.get(line), cache)
+
+    out = render(body, fence=fence).html
+    out = _anchor_headings(_rewrite_links(out, page_path, ids, paths))
+    segments: list[Segment] = []
+    parts = out.split("\x00")
+    # parts: html, "evidence:ID", html, "evidence:ID", ..., html
+    for i in range(0, len(parts), 2):
+        marker = parts[i + 1] if i + 1 < len(parts) else None
+        sid = marker.removeprefix("evidence:") if marker else None
+        segments.append(Segment(parts[i], sid))
+    return segments
+
+
+def code_css() -> str:
+    """Pygments colours for light and dark themes, scoped to `.hl`."""
+    def defs(style: str) -> str:
+        # Lexer error tokens get no red box: CUDA and PTX lexers flag valid but rare syntax.
+        lines = HtmlFormatter(style=style).get_style_defs(".hl").splitlines()
+        return "\n".join(line for line in lines if not line.startswith((".hl .err", "pre {", "td.linenos", "span.linenos")))
+
+    light, dark = defs("default"), defs("github-dark")
+    return f"{light}\n@media (prefers-color-scheme: dark) {{\n{dark}\n}}\n"
+
+
+def toc_items(toc: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The table of contents without the page's own title (level-1 headings when there is one)."""
+    levels = [t["level"] for t in toc]
+    if levels.count(1) == 1 and levels and levels[0] == 1:
+        return toc[1:]
+    return toc
+
