@@ -33,7 +33,7 @@ lint: $(STAMP)
 	$(BIN)/kernelwiki lint --wiki wiki
 
 verify-compile: $(STAMP)
-	$(BIN)/kernelwiki verify --wiki wiki --compile-only --jobs 2
+	$(BIN)/kernelwiki verify --wiki wiki --compile-only --jobs 2 --no-store
 
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
