@@ -190,6 +190,8 @@ def evidence_import(files: Annotated[list[Path], typer.Argument(help="JSONL file
         raise typer.Exit(1)
 
 
+from app.cli_queue import register as register_queue_commands  # noqa: E402  (worker, jobs)
+register_queue_commands(cli)
 
 
 def main() -> None:

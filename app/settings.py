@@ -21,3 +21,17 @@ class Settings(BaseSettings):
     runner_token: SecretStr | None = None  # required by POST /api/evidence; unset refuses all posts
     index_on_start: bool = True  # reindex the wiki when the app starts
     search_max_query_chars: int = 2000  # longer queries are cut (never an error)
+
+    # -- scale-out: the PostgreSQL job queue and GPU workers (docs/deploy.md) --
+    queue_database_url: SecretStr | None = None  # PostgreSQL URL of the job queue; unset: `db` when that is PostgreSQL
+    server_url: str = "http://127.0.0.1:8000"  # the service that workers post evidence to (POST /api/evidence)
+    targets: list[str] = ["sm_90a", "sm_100a"]  # targets the fleet verifies, one queue each (JSON list in the env)
+    sweep_cron: str = "* * * * *"  # how often the scheduler queues edited snippets (cron, UTC; 6th field: seconds)
+    nightly_cron: str = "0 3 * * *"  # when the scheduler fans out every snippet × target (cron, UTC)
+    nightly_force: bool = False  # nightly redoes what is verified already with the same hash and toolchain
+    job_attempts: int = 3  # a job is retried until it has been tried this many times more
+    job_retry_wait_s: int = 30  # a failed job waits attempts × this many seconds before its retry
+    stalled_after_s: float = 60.0  # a running job whose worker sent no heartbeat for this long is retried
+    worker_heartbeat_s: float = 10.0  # how often a worker says it is alive (keep well below stalled_after_s)
+    worker_cache: Path = Path(".kernelwiki/cache")  # a worker's runner result cache
+    worker_http_timeout_s: float = 60.0  # limit of each request a worker makes to the service
