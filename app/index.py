@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, Engine
@@ -63,6 +63,15 @@ def family(arch: str) -> str:
     return arch.rstrip("af") if arch[-1:] in ("a", "f") else arch
 
 
+class _Known(NamedTuple):
+    """What the index knows of a file, to decide whether to parse it again."""
+
+    mtime_ns: int
+    size: int
+    content_hash: str
+    page_id: str | None
+
+
 @dataclass
 class Prepared:
     """A file parsed, rendered and split into snippets: the CPU-heavy part, done in worker processes."""
@@ -106,12 +115,12 @@ def _prepare_all(items: list[tuple[str, bytes, str]]) -> list[Prepared]:
 def _delete_pages(conn: Connection, backend: SearchBackend, page_ids: list[str]) -> None:
     if not page_ids:
         return
+    backend.remove_pages(conn, page_ids)  # first: the SQLite backend finds its rows through the sections
     for chunk in _chunks(page_ids, 500):
         for table in PAGE_TABLES:
             conn.execute(delete(table).where(table.page_id.in_(chunk)))
         conn.execute(delete(LinkRow).where(LinkRow.source_id.in_(chunk)))
         conn.execute(delete(PageRow).where(PageRow.id.in_(chunk)))
-    backend.remove_pages(conn, page_ids)
 
 
 def _chunks(items: list[Any], size: int) -> list[list[Any]]:
@@ -177,7 +186,7 @@ class _Rows:
         self.docs = []
 
 
-def _fast_walk(root: Path) -> dict[str, tuple[Path, int, int]]:
+def _fast_walk(root: Path) -> dict[str, tuple[str, int, int]]:
     """rel path → (path, mtime_ns, size) of every page file (os.scandir: one stat per file)."""
     found: dict[str, tuple[Path, int, int]] = {}
     stack = [(root, "")]
@@ -194,7 +203,7 @@ def _fast_walk(root: Path) -> dict[str, tuple[Path, int, int]]:
                 stack.append((Path(entry.path), prefix + entry.name + "/"))
             elif entry.name.endswith(".md") and entry.is_file():
                 st = entry.stat()
-                found[prefix + entry.name] = (Path(entry.path), st.st_mtime_ns, st.st_size)
+                found[prefix + entry.name] = (entry.path, st.st_mtime_ns, st.st_size)
     return dict(sorted(found.items()))
 
 
@@ -215,12 +224,14 @@ def reindex(engine: Engine, backend: SearchBackend, root: Path, force: bool = Fa
     on_disk = _fast_walk(root) if root.is_dir() else {}
 
     with engine.begin() as conn:
-        known = {row.path: row for row in conn.execute(FileRow.__table__.select())}
+        known = {
+            r[0]: _Known(*r[1:])
+            for r in conn.exec_driver_sql("SELECT path, mtime_ns, size, content_hash, page_id FROM file")
+        }
         gone = [p for p in known if p not in on_disk]
         candidates = [
             rel for rel, (_, mtime, size) in on_disk.items()
-            if force or rel not in known or known[rel].page_id is None
-            or (known[rel].mtime_ns, known[rel].size) != (mtime, size)
+            if force or (k := known.get(rel)) is None or k.page_id is None or (k.mtime_ns, k.size) != (mtime, size)
         ]  # fmt: skip
         report.unchanged = len(on_disk) - len(candidates)
 
@@ -228,7 +239,7 @@ def reindex(engine: Engine, backend: SearchBackend, root: Path, force: bool = Fa
         for rel in candidates:
             path, mtime, size = on_disk[rel]
             try:
-                raw = path.read_bytes()
+                raw = Path(path).read_bytes()
             except OSError as exc:
                 report.diagnostics.append(Diagnostic(rel, 1, "error", f"cannot read file: {exc.strerror}"))
                 raw = b""
@@ -245,7 +256,7 @@ def reindex(engine: Engine, backend: SearchBackend, root: Path, force: bool = Fa
         kept_ids = {
             row.page_id: rel for rel, row in known.items()
             if row.page_id is not None and rel not in old_ids and rel in on_disk
-        }  # fmt: skip
+        } if parsed else {}  # fmt: skip
         prepared = _prepare_all([(rel, raw, digest) for rel, (raw, digest) in sorted(parsed.items())])
         pages: list[Page] = []
         failed: set[str] = set()

@@ -97,15 +97,22 @@ class SqliteSearch:
         )
 
     def add(self, conn: Connection, docs: list[SectionDoc]) -> None:
+        """Rows get explicit rowids: a section's id, and minus its page's first section id for the page row,
+        so a page's rows can be deleted by rowid (page_id is not indexed in FTS5)."""
         if not docs:
             return
+        first: dict[str, int] = {}
+        for d in docs:
+            if d.section_id != PAGE_ROW:
+                first[d.page_id] = min(d.section_id, first.get(d.page_id, d.section_id))
         conn.execute(
             text(
-                "INSERT INTO search_fts (page_id, section_id, title, aliases, tags, heading, body) "
-                "VALUES (:page_id, :section_id, :title, :aliases, :tags, :heading, :body)"
+                "INSERT INTO search_fts (rowid, page_id, section_id, title, aliases, tags, heading, body) "
+                "VALUES (:rowid, :page_id, :section_id, :title, :aliases, :tags, :heading, :body)"
             ),
             [
                 {
+                    "rowid": d.section_id if d.section_id != PAGE_ROW else -first[d.page_id],
                     "page_id": d.page_id,
                     "section_id": d.section_id,
                     "title": expand(d.title),
@@ -119,11 +126,16 @@ class SqliteSearch:
         )
 
     def remove_pages(self, conn: Connection, page_ids: list[str]) -> None:
+        """Delete pages' rows by rowid, found through the section table (call before sections are deleted)."""
         for chunk in _chunks(page_ids, 500):
             marks = ", ".join(f":p{i}" for i in range(len(chunk)))
+            params = {f"p{i}": v for i, v in enumerate(chunk)}
             conn.execute(
-                text(f"DELETE FROM search_fts WHERE page_id IN ({marks})"),
-                {f"p{i}": v for i, v in enumerate(chunk)},
+                text(
+                    f"DELETE FROM search_fts WHERE rowid IN (SELECT id FROM section WHERE page_id IN ({marks})) "
+                    f"OR rowid IN (SELECT -min(id) FROM section WHERE page_id IN ({marks}) GROUP BY page_id)"
+                ),
+                params,
             )
 
     def match(
