@@ -37,7 +37,7 @@ from app.models import (
     TagRow,
 )
 from app.pages import Diagnostic, Page, parse_page
-from app.search import PAGE_ROW, SearchBackend, SectionDoc
+from app.search import PAGE_ROW, SearchBackend, SectionDoc, chunks
 
 PAGE_TABLES = (AliasRow, TagRow, LanguageRow, ArchitectureRow, SectionRow, SnippetRow)
 PARALLEL_THRESHOLD = 256
@@ -116,15 +116,11 @@ def _delete_pages(conn: Connection, backend: SearchBackend, page_ids: list[str])
     if not page_ids:
         return
     backend.remove_pages(conn, page_ids)  # first: the SQLite backend finds its rows through the sections
-    for chunk in _chunks(page_ids, 500):
+    for chunk in chunks(page_ids, 500):
         for table in PAGE_TABLES:
             conn.execute(delete(table).where(table.page_id.in_(chunk)))
         conn.execute(delete(LinkRow).where(LinkRow.source_id.in_(chunk)))
         conn.execute(delete(PageRow).where(PageRow.id.in_(chunk)))
-
-
-def _chunks(items: list[Any], size: int) -> list[list[Any]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 class _Rows:
@@ -179,7 +175,7 @@ class _Rows:
 
     def flush(self, conn: Connection, backend: SearchBackend) -> None:
         for table, rows in self.by_table.items():
-            for chunk in _chunks(rows, 2000):
+            for chunk in chunks(rows, 2000):
                 conn.execute(insert(table), chunk)
             rows.clear()
         backend.add(conn, self.docs)
@@ -279,12 +275,12 @@ def reindex(engine: Engine, backend: SearchBackend, root: Path, force: bool = Fa
 
         touched = gone + list(parsed)
         _delete_pages(conn, backend, sorted(set(old_ids.values())))
-        for chunk in _chunks(touched, 500):
+        for chunk in chunks(touched, 500):
             conn.execute(delete(FileRow).where(FileRow.path.in_(chunk)))
             conn.execute(delete(DiagnosticRow).where(DiagnosticRow.path.in_(chunk)))
         new_hashes = {d["content_hash"] for prep in accepted for d in prep.snippets}
         known_hashes: set[str] = set()
-        for chunk in _chunks(sorted(new_hashes), 500):
+        for chunk in chunks(sorted(new_hashes), 500):
             known_hashes |= {h for (h,) in conn.execute(select(SnippetRow.content_hash).where(SnippetRow.content_hash.in_(chunk)))}
         next_section = (conn.execute(select(func.max(SectionRow.id))).scalar() or 0) + 1
         rows = _Rows()
@@ -299,7 +295,7 @@ def reindex(engine: Engine, backend: SearchBackend, root: Path, force: bool = Fa
             {"path": rel, "mtime_ns": on_disk[rel][1], "size": on_disk[rel][2], "content_hash": digest, "page_id": path_to_id.get(rel)}
             for rel, (_raw, digest) in parsed.items()
         ]  # fmt: skip
-        for chunk in _chunks(file_rows, 2000):
+        for chunk in chunks(file_rows, 2000):
             conn.execute(insert(FileRow), chunk)
         diag_rows = [
             {"path": d.path, "line": d.line, "severity": d.severity, "message": d.message}
@@ -310,7 +306,7 @@ def reindex(engine: Engine, backend: SearchBackend, root: Path, force: bool = Fa
         # Links can change resolution only where a page appeared or left, or where a page is new.
         changed_ids = sorted(set(old_ids.values()) | {p.id for p in pages})
         page_ids = select(PageRow.id)
-        for chunk in _chunks(changed_ids, 500):
+        for chunk in chunks(changed_ids, 500):
             conn.execute(
                 update(LinkRow)
                 .where(or_(LinkRow.target_id.in_(chunk), LinkRow.source_id.in_(chunk)))

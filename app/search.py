@@ -9,7 +9,7 @@ query language unescaped.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Protocol
+from typing import Any, Iterable, Protocol
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -77,6 +77,11 @@ def combine(rows: Iterable[tuple[str, int, float]]) -> list[Hit]:
     return list(hits.values())
 
 
+def chunks(items: list[Any], size: int) -> list[list[Any]]:
+    """`items` in batches of `size`: SQL statements take a bounded number of parameters."""
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
 def fts5_query(terms: list[str], any_term: bool) -> str:
     """An FTS5 MATCH expression of prefix terms: every term quoted, so no operator can be injected."""
     parts = ['"' + t.replace('"', '""') + '"*' for t in terms]
@@ -127,7 +132,7 @@ class SqliteSearch:
 
     def remove_pages(self, conn: Connection, page_ids: list[str]) -> None:
         """Delete pages' rows by rowid, found through the section table (call before sections are deleted)."""
-        for chunk in _chunks(page_ids, 500):
+        for chunk in chunks(page_ids, 500):
             marks = ", ".join(f":p{i}" for i in range(len(chunk)))
             params = {f"p{i}": v for i, v in enumerate(chunk)}
             conn.execute(
@@ -152,7 +157,3 @@ class SqliteSearch:
 
     def vocabulary(self, conn: Connection) -> list[str]:
         return [row[0] for row in conn.exec_driver_sql("SELECT term FROM search_vocab")]
-
-
-def _chunks(items: list[str], size: int) -> list[list[str]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]
