@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sqlalchemy import delete, func, insert, or_, select, update
+from sqlalchemy import delete, exists, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from app.markdown import render
@@ -305,12 +305,13 @@ def reindex(engine: Engine, backend: SearchBackend, root: Path, force: bool = Fa
             conn.execute(insert(DiagnosticRow), diag_rows)
         # Links can change resolution only where a page appeared or left, or where a page is new.
         changed_ids = sorted(set(old_ids.values()) | {p.id for p in pages})
-        page_ids = select(PageRow.id)
+        # EXISTS, not IN (SELECT …): PostgreSQL then probes page's primary key per link.
+        target_exists = exists(select(PageRow.id).where(PageRow.id == LinkRow.target_id))
         for chunk in chunks(changed_ids, 500):
             conn.execute(
                 update(LinkRow)
                 .where(or_(LinkRow.target_id.in_(chunk), LinkRow.source_id.in_(chunk)))
-                .values(resolved=LinkRow.target_id.in_(page_ids))
+                .values(resolved=target_exists)
             )
 
         if touched:
