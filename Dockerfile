@@ -59,4 +59,4 @@ WORKDIR /home/kernelwiki
 ENV PATH=/opt/kernelwiki/bin:/usr/local/cuda/bin:${PATH} \
     KERNELWIKI_WORKER_CACHE=/home/kernelwiki/cache
 ENTRYPOINT ["kernelwiki", "worker"]
-CMD ["--target", "sm_90a"]
+CMD ["--target", "sm_90", "--target", "sm_90a"]

@@ -47,6 +47,9 @@ def index(wiki: WikiOpt = None, db: DbOpt = None, force: Annotated[bool, typer.O
     store = open_store(settings)
     report = store.reindex(settings.wiki, force=force)
     loaded = store.evidence.load_dir(settings.evidence)
+    from app.main import queue_changed_snippets
+
+    queue_changed_snippets(settings, store, report.changed_snippets)
     for d in report.diagnostics:
         typer.echo(str(d), err=True)
     out.print(

@@ -27,7 +27,7 @@ def _settings(**overrides: object):  # type: ignore[no-untyped-def]
 
 
 def worker(
-    target: Annotated[Optional[str], typer.Option("--target", help="the queue to serve, e.g. sm_90a; needs a GPU that runs it")] = None,
+    target: Annotated[Optional[list[str]], typer.Option("--target", help="a queue to serve, e.g. sm_90a (repeatable); needs a GPU that runs it")] = None,
     scheduler: Annotated[bool, typer.Option("--scheduler", help="serve the control queue instead: on-edit sweep and nightly fan-out")] = False,
     check: Annotated[bool, typer.Option("--check", help="only say whether this machine can serve --target (exit 0) or not (exit 2)")] = False,
     server: Annotated[Optional[str], typer.Option("--server", help="service URL evidence is posted to [env KERNELWIKI_SERVER_URL]")] = None,
@@ -35,7 +35,7 @@ def worker(
     db: DbOpt = None,
 ) -> None:
     """Consume a target's verification queue on this GPU node (or, with --scheduler, the control queue)."""
-    from app.worker import WorkerRefused, check_target, run_gpu_worker, run_scheduler
+    from app.worker import WorkerRefused, check_targets, run_gpu_worker, run_scheduler
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if scheduler == bool(target):
@@ -44,15 +44,14 @@ def worker(
     settings = _settings(server_url=server, queue_database_url=queue_db, db=db)
     try:
         if check:
-            if not target:
-                raise WorkerRefused("--check needs --target")
-            gpu, toolchain = check_target(target)
-            out.print(f"{target}: ready on {gpu.name} (compute capability {gpu.compute_capability}) with {toolchain.label}", highlight=False)
+            gpus, toolchain = check_targets(target or [])
+            names = ", ".join(f"{g.name} (compute capability {g.compute_capability})" for g in gpus)
+            typer.echo(f"{', '.join(target or [])}: ready on {names} with {toolchain.label}")
             return
         if scheduler:
             run_scheduler(settings)
         else:
-            run_gpu_worker(settings, target or "")
+            run_gpu_worker(settings, target or [])
     except WorkerRefused as exc:
         typer.echo(f"kernelwiki worker: refusing to start: {exc}", err=True)
         raise typer.Exit(2) from None

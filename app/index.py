@@ -274,14 +274,15 @@ def reindex(engine: Engine, backend: SearchBackend, root: Path, force: bool = Fa
             report.diagnostics.extend(prep.diagnostics)
 
         touched = gone + list(parsed)
-        _delete_pages(conn, backend, sorted(set(old_ids.values())))
-        for chunk in chunks(touched, 500):
-            conn.execute(delete(FileRow).where(FileRow.path.in_(chunk)))
-            conn.execute(delete(DiagnosticRow).where(DiagnosticRow.path.in_(chunk)))
+        # Hashes already indexed, read before the edited pages' snippets are deleted.
         new_hashes = {d["content_hash"] for prep in accepted for d in prep.snippets}
         known_hashes: set[str] = set()
         for chunk in chunks(sorted(new_hashes), 500):
             known_hashes |= {h for (h,) in conn.execute(select(SnippetRow.content_hash).where(SnippetRow.content_hash.in_(chunk)))}
+        _delete_pages(conn, backend, sorted(set(old_ids.values())))
+        for chunk in chunks(touched, 500):
+            conn.execute(delete(FileRow).where(FileRow.path.in_(chunk)))
+            conn.execute(delete(DiagnosticRow).where(DiagnosticRow.path.in_(chunk)))
         next_section = (conn.execute(select(func.max(SectionRow.id))).scalar() or 0) + 1
         rows = _Rows()
         for n, prep in enumerate(accepted, 1):

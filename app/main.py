@@ -17,6 +17,23 @@ from app.web import install_web
 log = logging.getLogger("kernelwiki")
 
 
+def queue_changed_snippets(settings: Settings, store: Store, snippet_ids: list[str]) -> None:
+    """On edit: queue verification jobs for snippets whose content is new, where a job queue is configured.
+
+    The queue is opt-in (KERNELWIKI_QUEUE_DATABASE_URL); a queue that cannot be
+    reached is logged, never fatal: the scheduler's sweep queues the same work later.
+    """
+    if not snippet_ids or settings.queue_database_url is None:
+        return
+    try:
+        from app.queue import enqueue_changed
+
+        result = enqueue_changed(settings, store, snippet_ids)
+        log.info("queued verification of %d changed snippet(s): %s", len(snippet_ids), result)
+    except Exception as exc:  # noqa: BLE001 - the service must start without its queue
+        log.warning("could not queue %d changed snippet(s): %s", len(snippet_ids), exc)
+
+
 def prepare_store(settings: Settings) -> Store:
     """Open the index, create its schema, index the wiki and load committed evidence."""
     store = Store(settings.db)
@@ -25,6 +42,7 @@ def prepare_store(settings: Settings) -> Store:
         report = store.reindex(settings.wiki)
         for d in report.diagnostics:
             log.warning("%s", d)
+        queue_changed_snippets(settings, store, report.changed_snippets)
         loaded = store.evidence.load_dir(settings.evidence)
         for e in loaded.errors:
             log.warning("%s", e)

@@ -25,7 +25,7 @@ class Settings(BaseSettings):
     # -- scale-out: the PostgreSQL job queue and GPU workers (docs/deploy.md) --
     queue_database_url: SecretStr | None = None  # PostgreSQL URL of the job queue; unset: `db` when that is PostgreSQL
     server_url: str = "http://127.0.0.1:8000"  # the service that workers post evidence to (POST /api/evidence)
-    targets: list[str] = ["sm_90a", "sm_100a"]  # targets the fleet verifies, one queue each (JSON list in the env)
+    targets: list[str] = ["sm_90", "sm_90a", "sm_100", "sm_100a", "sm_103a"]  # targets the fleet verifies, one queue each (JSON list in env)
     sweep_cron: str = "* * * * *"  # how often the scheduler queues edited snippets (cron, UTC; 6th field: seconds)
     nightly_cron: str = "0 3 * * *"  # when the scheduler fans out every snippet × target (cron, UTC)
     nightly_force: bool = False  # nightly redoes what is verified already with the same hash and toolchain
@@ -35,3 +35,4 @@ class Settings(BaseSettings):
     worker_heartbeat_s: float = 10.0  # how often a worker says it is alive (keep well below stalled_after_s)
     worker_cache: Path = Path(".kernelwiki/cache")  # a worker's runner result cache
     worker_http_timeout_s: float = 60.0  # limit of each request a worker makes to the service
+    queue_synchronous_commit: bool = False  # queue writes wait for the disk (off is safe: every queue write is redone idempotently)

@@ -1,13 +1,14 @@
-"""Workers of the job queue: a GPU worker per target, and the scheduler.
+"""Workers of the job queue: GPU workers for their targets, and the scheduler.
 
-`kernelwiki worker --target sm_90a` consumes the `sm_90a` queue (and `any`):
+`kernelwiki worker --target sm_90a` consumes the `sm_90a` queue (and `any`;
+`--target` repeats: an H200 node serves `sm_90` and `sm_90a`):
 it verifies each snippet with the runner on this machine's matching GPU and
 posts the evidence to the service (`POST /api/evidence`, runner token). It
 never needs the index database. Before any job runs it re-executes itself with
 the token and queue URL out of its environment (handed over through a pipe),
 so snippet processes cannot see them, not even in /proc/PPID/environ; the
 runner also starts them with a cleaned environment, in a sandbox where one
-works. It refuses to start when no local GPU can run the target, and says why.
+works. It refuses to start when no local GPU can run a target, and says why.
 
 `kernelwiki worker --scheduler` consumes the control queue: the on-edit sweep
 and the nightly fan-out (app/queue.py). It reads the index database.
@@ -79,8 +80,25 @@ def check_target(target: str, gpus: list[Any] | None = None, toolchain: Any | No
     return gpu, toolchain
 
 
-def runner_verify(gpu: Any, toolchain: Any, cache_dir: Path) -> VerifyFn:
-    """Verification by the runner (runner/verify.py) on `gpu` with `toolchain`."""
+def check_targets(targets: list[str]) -> tuple[list[Any], Any]:
+    """The local GPUs that serve all of `targets` (GPU discovery and toolchain once), or WorkerRefused."""
+    from runner.gpus import discover_gpus, driver_present
+    from runner.toolchain import discover_toolchain
+
+    if not targets:
+        raise WorkerRefused("give the target(s) to serve, e.g. --target sm_90a")
+    gpus = discover_gpus() if driver_present() else None
+    toolchain = discover_toolchain()
+    chosen: list[Any] = []
+    for target in targets:
+        gpu, _ = check_target(target, gpus, toolchain)
+        if gpu not in chosen:
+            chosen.append(gpu)
+    return chosen, toolchain
+
+
+def runner_verify(gpus: list[Any], toolchain: Any, cache_dir: Path) -> VerifyFn:
+    """Verification by the runner (runner/verify.py) on `gpus` with `toolchain`."""
 
     def verify(snippet: dict[str, Any], target: str, force: bool) -> list[dict[str, Any]]:
         from runner.verify import verify as run
@@ -88,7 +106,7 @@ def runner_verify(gpu: Any, toolchain: Any, cache_dir: Path) -> VerifyFn:
 
         report = run(
             ".", targets=[target], snippets=[Snippet.from_dict(snippet)], jobs=1, use_cache=not force,
-            cache_dir=cache_dir, toolchain=toolchain, gpus=[gpu],
+            cache_dir=cache_dir, toolchain=toolchain, gpus=gpus,
         )  # fmt: skip
         return [r.to_dict() for r in report.records]
 
@@ -165,7 +183,7 @@ def job_record_id(record: dict[str, Any], job_id: int) -> str:
 class Runtime:
     """What a GPU worker's verification jobs run with."""
 
-    target: str
+    targets: list[str]  # the queues served (besides `any`)
     toolchain: str  # label recorded in evidence, e.g. "nvcc 13.0.88"
     client: EvidenceClient
     verify: VerifyFn
@@ -283,29 +301,30 @@ async def _serve(app: procrastinate.App, settings: Settings, queues: list[str], 
 
 
 def run_gpu_worker(
-    settings: Settings, target: str, verify: VerifyFn | None = None, toolchain_label: str | None = None, name: str | None = None
+    settings: Settings, targets: list[str] | str, verify: VerifyFn | None = None, toolchain_label: str | None = None, name: str | None = None
 ) -> None:
-    """Serve the queue of `target` until stopped (SIGINT/SIGTERM finish the running job first).
+    """Serve the queues of `targets` (and `any`) until stopped (SIGINT/SIGTERM finish the running job first).
 
     `verify` and `toolchain_label` replace the runner and the GPU check (tests, benchmarks);
     `name` (default: the host name) is recorded with the evidence as `worker`.
     """
+    targets = [targets] if isinstance(targets, str) else list(targets)
     settings = shed_secrets(settings)
     if verify is None:
-        gpu, toolchain = check_target(target)
-        verify = runner_verify(gpu, toolchain, settings.worker_cache)
+        gpus, toolchain = check_targets(targets)
+        verify = runner_verify(gpus, toolchain, settings.worker_cache)
         toolchain_label = toolchain.label
-        log.info("serving %s on %s with %s", target, gpu.name, toolchain.label)
+        log.info("serving %s on %s with %s", ", ".join(targets), ", ".join(g.name for g in gpus), toolchain.label)
     token = settings.runner_token.get_secret_value() if settings.runner_token else ""
     if not token:
         raise WorkerRefused("no runner token: set KERNELWIKI_RUNNER_TOKEN to the service's token")
     ensure_schema(settings)
     app = build_app(settings)
     client = EvidenceClient(settings.server_url, token, settings.worker_http_timeout_s)
-    runtime = Runtime(target, toolchain_label or "unknown", client, verify, name or socket.gethostname())
+    runtime = Runtime(targets, toolchain_label or "unknown", client, verify, name or socket.gethostname())
     scrub_environment()
-    queues = [target, ANY_QUEUE]
-    asyncio.run(_serve(app, settings, queues, {"runtime": runtime}, f"{target}@{runtime.name}", queues))
+    queues = [*targets, ANY_QUEUE]
+    asyncio.run(_serve(app, settings, queues, {"runtime": runtime}, f"{'+'.join(targets)}@{runtime.name}", queues))
 
 
 def run_scheduler(settings: Settings) -> None:

@@ -77,3 +77,11 @@ def test_readers_never_see_a_half_built_index(db_url: str, wiki_dir: Path) -> No
         thread.join()
     assert errors == []
     assert seen == {150}
+
+
+def test_only_snippets_whose_content_changed_are_reported_as_changed(store, wiki_dir: Path) -> None:
+    page = wiki_dir / "nvidia" / "tma.md"
+    page.write_text(page.read_text().replace("the m16n8k16 shape", "the m16n8k16 shape (edited prose)") + "\n```cuda\n__device__ void other(int* p) { p[1] = 2; }\n```\n")
+    report = store.reindex(wiki_dir)
+    assert report.updated == ["hw-tma"]
+    assert report.changed_snippets == ["hw-tma:2"]

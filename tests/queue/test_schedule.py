@@ -35,7 +35,7 @@ def runtime(fleet: Fleet, target: str = "sm_90a", toolchain: str = TOOLCHAIN):  
             r["toolchain"] = toolchain
         return records
 
-    rt = Runtime(target, toolchain, EvidenceClient(fleet.url, TOKEN, 10), verify, "inproc")
+    rt = Runtime([target], toolchain, EvidenceClient(fleet.url, TOKEN, 10), verify, "inproc")
     rt.calls = calls  # type: ignore[attr-defined]
     return rt
 
@@ -208,3 +208,15 @@ def _try(fn: Any, *args: Any) -> object:
         return fn(*args)
     except Exception as exc:  # noqa: BLE001 - reported by the assertion
         return exc
+
+
+def test_kernelwiki_index_queues_an_edit_at_once_without_waiting_for_the_sweep(fleet: Fleet, qwiki: Path) -> None:
+    from app.main import queue_changed_snippets
+
+    write_page(qwiki, "now", [("sm_90a,sm_100a", "")])
+    report = fleet.store.reindex(qwiki)
+    queue_changed_snippets(fleet.settings, fleet.store, report.changed_snippets)
+    waiting = sorted((j["args"]["snippet_id"], j["queue_name"]) for j in queued_jobs(fleet) if j["status"] == "todo")
+    assert waiting == [("now:1", "sm_100a"), ("now:1", "sm_90a")]
+    unchanged = fleet.store.reindex(qwiki)
+    assert unchanged.changed_snippets == []
