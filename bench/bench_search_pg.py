@@ -8,9 +8,8 @@ into a fresh PostgreSQL database with the real indexer, then time
 `Store.search` in-process (p50/p99 over its query mix, which includes a typo
 query) on each backend. In-process timing leaves HTTP out, so the figures
 compare the backends themselves; one JSON line per size and backend.
-`--no-related` drops the pages' `related` links (see docs/benchmarks.md: at
-100,000 pages the indexer's link resolution is slow on PostgreSQL, and the
-links play no part in search). Needs the PostgreSQL server of
+`--no-related` drops the pages' `related` links (they play no part in
+search; see docs/benchmarks.md for why the 100,000-page figures used it). Needs the PostgreSQL server of
 KERNELWIKI_TEST_PG (default postgresql+psycopg://postgres@127.0.0.1:5432/postgres).
 """
 
