@@ -60,3 +60,19 @@ def test_current_snippets_have_no_failing_evidence() -> None:
                for r in _records()
                if current.get(r["snippet_id"]) == r["content_hash"] and r["status"] in ("fail", "error", "timeout")]
     assert failing == []
+
+
+def test_the_bundled_wiki_answers_what_users_type(tmp_path: Path) -> None:
+    """The user stories: an agent searching `cp.async.bulk` gets the TMA page at a section."""
+    from app.store import Filters, Store
+
+    store = Store(f"sqlite:///{tmp_path / 'index.db'}")
+    store.create_schema()
+    store.reindex(WIKI)
+    expected = {"cp.async.bulk": "hw-tma", "TMEM": "hw-tmem", "tcgen05.mma": "hw-tcgen05-mma", "wgmma": "hw-wgmma",
+                "UMMA": "hw-tcgen05-mma", "GMMA": "hw-wgmma", "mbarrier": "hw-mbarrier", "setmaxnreg": "hw-setmaxnreg",
+                "tensor memory": "hw-tmem", "UTMALDG": "hw-tma"}
+    for query, page in expected.items():
+        result = store.search(query, Filters())
+        assert result.results and result.results[0].id == page, (query, [r.id for r in result.results[:3]])
+    assert store.search("cp.async.bulk", Filters()).results[0].section is not None
