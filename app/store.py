@@ -222,7 +222,7 @@ class Store:
                 pos = next((i for i, h in enumerate(hits) if h.page_id == exact), None)
                 if pos is not None:
                     hits.insert(0, hits.pop(pos))
-                elif self._passes(conn, exact, filter_sql, params):
+                elif self._passes(conn, exact, filters):
                     hits.insert(0, Hit(exact, PAGE_ROW, (hits[0].score if hits else 0.0) + 1.0, []))
             total = len(hits)
             window = hits[offset : offset + limit]
@@ -236,9 +236,10 @@ class Store:
             facets=facets, did_you_mean=did_you_mean, took_ms=round((time.perf_counter() - started) * 1000, 3),
         )  # fmt: skip
 
-    def _passes(self, conn: Any, page_id: str, filter_sql: str, params: dict) -> bool:
-        sql = f"SELECT 1 FROM page WHERE id = :pid {filter_sql.replace('page_id IN', 'id IN')}"
-        return conn.execute(text(sql), {"pid": page_id, **params}).first() is not None
+    def _passes(self, conn: Any, page_id: str, filters: Filters) -> bool:
+        """Whether a page (an exact name match) passes the filters."""
+        filter_sql, params = self._filter_sql(filters, column="id")
+        return conn.execute(text(f"SELECT 1 FROM page WHERE id = :pid {filter_sql}"), {"pid": page_id, **params}).first() is not None
 
     def _results(self, conn: Any, hits: list[Any], terms: list[str]) -> list[SearchResult]:
         if not hits:

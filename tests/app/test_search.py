@@ -89,3 +89,8 @@ def test_any_string_gives_results_or_none(store, query: str) -> None:
     for r in result.results:
         assert "<script>" not in r.snippet
     assert store.search("TMA", Filters()).total >= 1  # the index is intact afterwards
+
+
+def test_an_exact_name_match_still_obeys_the_filters(store) -> None:
+    assert "hw-tmem" not in ids(store.search("TMEM", Filters(arch="sm90")))
+    assert ids(store.search("TMEM", Filters(arch="sm100")))[0] == "hw-tmem"
