@@ -42,9 +42,9 @@ from pathlib import Path
 
 from runner import diagnostics as dx
 from runner.coverage import regex_checks, unassembled_asm
-from runner.outcome import StepOutcome
+from runner.outcome import StepOutcome, outcome_from_process
 from runner.resources import parse_ptxas_resources
-from runner.sandbox import COMPILE_LIMITS, ProcessResult, run_process, shorten
+from runner.sandbox import COMPILE_LIMITS, run_process, shorten
 from runner.toolchain import Toolchain
 from snippets.build import SEGMENT_SNIPPET, TranslationUnit, build_translation_unit, is_complete_ptx_module
 from snippets.snippet import Snippet
@@ -84,19 +84,6 @@ def gencode(target: str) -> str:
     """`sm_90a` → `-gencode=arch=compute_90a,code=sm_90a`."""
     number = target.removeprefix("sm_")
     return f"-gencode=arch=compute_{number},code=sm_{number}"
-
-
-def _outcome_from_process(res: ProcessResult, **extra: object) -> StepOutcome:
-    return StepOutcome(
-        step="compile",
-        status="pass",
-        exit_code=res.exit_code,
-        duration_s=res.duration_s,
-        output=res.output,
-        output_truncated=res.truncated,
-        isolation=res.isolation,
-        **extra,  # type: ignore[arg-type]
-    )
 
 
 def _read_first(folder: Path, pattern: str) -> str | None:
@@ -154,7 +141,7 @@ def build_snippet(
     res = run_process(argv, workdir, COMPILE_TIMEOUT_S, limits=COMPILE_LIMITS, isolation=isolation)
     keep = workdir / "keep"
     ptx = _read_first(keep, "*.ptx") if lang == "cuda" else None
-    outcome = _outcome_from_process(res, resources=parse_ptxas_resources(res.output) if lang == "cuda" else {})
+    outcome = outcome_from_process(res, resources=parse_ptxas_resources(res.output) if lang == "cuda" else {})
     build.outcome, build.ptx = outcome, ptx
     if res.error:
         outcome.status, outcome.detail = "error", f"could not run nvcc: {res.error}"
@@ -245,7 +232,7 @@ def _build_ptx(build: Build, snippet: Snippet, target: str, toolchain: Toolchain
         return build
     argv = [toolchain.ptxas, f"-arch={target}", "-v", "-o", "snippet.cubin", build.tu.filename]
     res = run_process(argv, build.workdir, COMPILE_TIMEOUT_S, limits=COMPILE_LIMITS, isolation=isolation)
-    outcome = _outcome_from_process(res, resources=parse_ptxas_resources(res.output))
+    outcome = outcome_from_process(res, resources=parse_ptxas_resources(res.output))
     build.outcome, build.ptx = outcome, module
     if res.error:
         outcome.status, outcome.detail = "error", f"could not run ptxas: {res.error}"
@@ -268,7 +255,7 @@ _PY_CHECK = "import sys; src = open('snippet.py', encoding='utf-8').read(); comp
 def _build_python(build: Build, snippet: Snippet, toolchain: Toolchain, isolation: str | None, want_program: bool) -> Build:
     argv = [toolchain.python, "-I", "-c", _PY_CHECK]
     res = run_process(argv, build.workdir, COMPILE_TIMEOUT_S, limits=COMPILE_LIMITS, isolation=isolation)
-    outcome = _outcome_from_process(res)
+    outcome = outcome_from_process(res)
     build.outcome = outcome
     if res.error:
         outcome.status, outcome.detail = "error", f"could not run python: {res.error}"

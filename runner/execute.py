@@ -14,7 +14,7 @@ from pathlib import Path
 
 from runner.compile import Build
 from runner.gpus import Gpu, missing_reason
-from runner.outcome import StepOutcome
+from runner.outcome import StepOutcome, outcome_from_process
 from runner.sandbox import GPU_RUN_LIMITS, run_process
 from runner.toolchain import Toolchain
 from snippets.snippet import Snippet
@@ -52,17 +52,8 @@ def run_step(build: Build, snippet: Snippet, target: str, gpu: Gpu | None, toolc
         res = run_process(argv, rundir, snippet.timeout, limits=GPU_RUN_LIMITS, isolation=isolation, extra_env=env)
     finally:
         shutil.rmtree(rundir, ignore_errors=True)
-    outcome = StepOutcome(
-        step="run",
-        status="pass",
-        exit_code=res.exit_code,
-        duration_s=res.duration_s,
-        output=res.output,
-        output_truncated=res.truncated,
-        gpu_name=gpu.name,
-        compute_capability=gpu.compute_capability,
-        driver_version=gpu.driver_version,
-        isolation=res.isolation,
+    outcome = outcome_from_process(
+        res, "run", gpu_name=gpu.name, compute_capability=gpu.compute_capability, driver_version=gpu.driver_version
     )
     leftovers = f"; left {res.leftovers} process(es) behind (killed)" if res.leftovers else ""
     if res.error:

@@ -101,3 +101,20 @@ def to_record(snippet: Snippet, target: str, outcome: StepOutcome, toolchain: st
         compute_capability=outcome.compute_capability,
         driver_version=outcome.driver_version,
     )
+
+
+def outcome_from_process(res: Any, step: str = "compile", **extra: Any) -> StepOutcome:
+    """A passing outcome carrying a finished process's exit code, time, output and isolation.
+
+    `res` is a runner.sandbox.ProcessResult; callers then mark failures on it.
+    """
+    return StepOutcome(
+        step=step,
+        status="pass",
+        exit_code=res.exit_code,
+        duration_s=res.duration_s,
+        output=res.output,
+        output_truncated=res.truncated,
+        isolation=res.isolation,
+        **extra,
+    )
