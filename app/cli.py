@@ -6,7 +6,6 @@ Heavy imports happen inside commands so `kernelwiki lint` stays quick.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 

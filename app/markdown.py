@@ -8,7 +8,6 @@ anchors are stored with each section so a search hit can deep-link into a page.
 
 from __future__ import annotations
 
-import html
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -107,8 +106,3 @@ def render(body: str, fence: FenceRenderer | None = None) -> Rendered:
     md.add_render_rule("fence", fence_rule)
     html_out = md.renderer.render(tokens, md.options, {})
     return Rendered(html=html_out, sections=sections, toc=toc)
-
-
-def escape(text: str) -> str:
-    """HTML-escape text (quotes included)."""
-    return html.escape(text, quote=True)
