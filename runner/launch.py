@@ -4,10 +4,13 @@ Why a separate process: resource limits must be set between fork and exec, which
 is unsafe from a multi-threaded runner (`preexec_fn`), and something has to
 stay behind to kill what the snippet leaves running. The launcher
 
-1. sets the resource limits it is given (file size, address space, no core dumps),
-2. becomes a *child subreaper*, so that every orphaned descendant (a daemon that
+1. becomes a *child subreaper*, so that every orphaned descendant (a daemon that
    called setsid, a double fork) is re-parented to it instead of to init,
-3. forks and execs the command, waits for it with a wall-clock deadline,
+2. forks; the child sets the resource limits it is given (file size, address
+   space, data, processes, open files, no core dumps), drops to the sandbox's
+   own user id when given `--uid` (the launcher itself keeps root, so the
+   command can neither signal nor trace it), and execs the command,
+3. waits for it with a wall-clock deadline,
 4. on exit or timeout SIGKILLs every remaining descendant and reaps it, then
 5. reports `{exit_code, signal, timed_out, leftovers, error}` as JSON on the
    status file descriptor given with `--status-fd` (never a file the snippet
@@ -106,6 +109,7 @@ def _kill_all(me: int, statuses: dict[int, int]) -> set[int]:
 
 def main(argv: list[str]) -> int:
     status_fd = -1
+    uid: int | None = None
     timeout = 60.0
     limits: dict[int, int] = {}
     i = 0
@@ -121,6 +125,12 @@ def main(argv: list[str]) -> int:
             limits[resource.RLIMIT_AS] = int(value)
         elif key == "--nofile":
             limits[resource.RLIMIT_NOFILE] = int(value)
+        elif key == "--data":
+            limits[resource.RLIMIT_DATA] = int(value)
+        elif key == "--nproc":
+            limits[resource.RLIMIT_NPROC] = int(value)
+        elif key == "--uid":
+            uid = int(value)
         i += 2
     command = argv[i + 1 :]
     report: dict[str, object] = {"exit_code": None, "signal": None, "timed_out": False, "leftovers": 0, "error": None}
@@ -140,12 +150,17 @@ def main(argv: list[str]) -> int:
         report["error"] = "no command"
         return finish()
     limits.setdefault(resource.RLIMIT_CORE, 0)
-    for which, value in limits.items():
-        try:
-            resource.setrlimit(which, (value, value))
+    for which, value in list(limits.items()):
+        try:  # checked here, where a failure can be reported; the child sets them for real
+            soft, hard = resource.getrlimit(which)
         except (ValueError, OSError) as exc:
-            report["error"] = f"cannot set limit {which}: {exc}"
+            report["error"] = f"cannot read limit {which}: {exc}"
             return finish()
+        if hard != resource.RLIM_INFINITY and value > hard and os.geteuid() != 0:
+            limits[which] = hard  # an unprivileged launcher cannot raise a hard limit: keep the lower one
+    if uid is not None and os.geteuid() != 0:
+        report["error"] = "--uid needs a launcher started as root"
+        return finish()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -155,11 +170,20 @@ def main(argv: list[str]) -> int:
     me = os.getpid()
     child = os.fork()
     if child == 0:
+        step = "set its limits"
         try:
+            for which, value in limits.items():
+                resource.setrlimit(which, (value, value))
+            if uid is not None:
+                step = f"switch to user id {uid}"
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            step = f"run {command[0]}"
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
             os.execvp(command[0], command)
-        except OSError as exc:
-            os.write(2, f"kernelwiki launcher: cannot run {command[0]}: {exc.strerror}\n".encode())
+        except (OSError, ValueError) as exc:
+            os.write(2, f"kernelwiki launcher: cannot {step}: {getattr(exc, 'strerror', None) or exc}\n".encode())
         os._exit(127)
     deadline = time.monotonic() + timeout
     statuses: dict[int, int] = {}

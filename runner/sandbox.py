@@ -1,22 +1,32 @@
 """Running one compile or one program: a fresh process, its own folder, limits, and isolation.
 
-Every command runs under `runner/launch.py` (resource limits, wall-clock
-timeout, killing of every leftover descendant, exact exit status) and, where the
-machine allows it, inside an isolation wrapper that starts the launcher:
+This module is the runner's trust boundary (docs/sandbox.md): whoever can edit a
+page can run code here. Every command runs under `runner/launch.py` (resource
+limits, wall-clock timeout, killing of every leftover descendant, exact exit
+status) inside an isolation wrapper:
 
-* `bwrap` (bubblewrap): no network, separate pid/ipc/uts namespaces, the whole
-  file system read-only except the snippet's folder, a private /tmp and /dev/shm;
-* `unshare-net` (util-linux `unshare`): no network and a separate pid namespace
-  (everything the snippet started dies with it), but the file system is shared;
+* `bwrap` (bubblewrap, the default and the only level that is a boundary): a
+  fresh root holding read-only binds of the system and toolchain directories
+  (/usr, /lib*, /bin, the dynamic linker's /etc files, the Python the runner
+  uses, the tool being run), the GPU device nodes for runs, a private /tmp,
+  /dev and /proc, and the snippet's own folder writable; no network, separate
+  pid/ipc/uts namespaces, no capabilities, and, when the runner is root, a
+  user id of its own so the process limit counts per sandbox;
+* `unshare-net` (util-linux `unshare`): no network and a separate pid namespace,
+  but the host file system is visible;
 * `none`: only the launcher's limits and process cleanup.
 
-The isolation that actually applied is returned with every result, so evidence
-never claims more than was in force. Output is read incrementally and capped:
-a program printing gigabytes costs neither memory nor disk.
+Weaker levels are never chosen silently: when bubblewrap cannot be used and
+weaker isolation was not asked for, nothing runs and the error says how to
+install it. The level in force is returned with every result, so evidence never
+claims more than was in force. The environment is built from an allow-list.
+Output is read incrementally and capped: a program printing gigabytes costs
+neither memory nor disk.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -31,9 +41,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ISOLATION_BWRAP = "bwrap"
-ISOLATION_UNSHARE = "unshare-net"
-ISOLATION_NONE = "none"
+from runner.settings import (
+    ISOLATION_AUTO,
+    ISOLATION_BWRAP,
+    ISOLATION_NONE,
+    ISOLATION_UNSHARE,
+    GiB,
+    MiB,
+    RunnerSettings,
+    normalize_isolation,
+)
+
+__all__ = ["ISOLATION_AUTO", "ISOLATION_BWRAP", "ISOLATION_NONE", "ISOLATION_UNSHARE", "GiB", "MiB"]
 
 ISOLATION_PROBE_TIMEOUT_S = 15
 """Limit for the one-off check that an isolation wrapper works on this machine."""
@@ -51,31 +70,78 @@ OUTPUT_TAIL_BYTES = 16 * 1024
 READ_CHUNK = 64 * 1024
 
 SECRET_NAME = re.compile(
-    r"TOKEN|SECRET|PASSWORD|PASSWD|DATABASE_URL|KERNELWIKI_DB|KERNELWIKI_RUNNER_TOKEN|CREDENTIAL|API_KEY|PRIVATE_KEY|AUTH",
+    r"TOKEN|SECRET|PASSWORD|PASSWD|PASS$|DATABASE_URL|KERNELWIKI_DB|KERNELWIKI_RUNNER_TOKEN|CREDENTIAL|API_KEY|PRIVATE_KEY|AUTH|_KEY$|DSN",
     re.I,
 )
-"""Environment variables whose names match this never reach a snippet."""
+"""Names that look like credentials: dropped even when an allow-listed prefix (CUDA_, NVIDIA_) matches them."""
+
+ENV_ALLOWED = frozenset({"PATH", "LD_LIBRARY_PATH", "LANG", "LANGUAGE", "TZ"})
+ENV_ALLOWED_PREFIXES = ("CUDA_", "NVIDIA_", "LC_")
+"""The environment a sandboxed command may see from the runner's; everything else is dropped."""
 
 LAUNCHER = Path(__file__).with_name("launch.py")
+LAUNCHER_IN_SANDBOX = "/run/kernelwiki/launch.py"
+"""Where the launcher is bound inside bubblewrap (the repository itself is not visible there)."""
 
-MiB = 1024 * 1024
-GiB = 1024 * MiB
+SYSTEM_PATHS = (
+    "/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32",
+    "/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+)  # fmt: skip
+"""Host paths every sandbox sees read-only: system binaries and libraries, and the /etc files the
+dynamic linker and the compilers read. A path that is a symlink (merged /usr) is recreated as one."""
+
+GPU_DEVICE_GLOBS = ("/dev/nvidia*", "/dev/nvidia-caps/*")
+"""Device nodes a GPU program needs (driver, UVM, MIG capabilities)."""
+
+INSTALL_HINT = (
+    "bubblewrap is required to compile and run snippets: install it (Debian/Ubuntu: `apt-get install bubblewrap`, "
+    "Fedora/RHEL: `dnf install bubblewrap`) or point KERNELWIKI_BWRAP at the binary; "
+    "to accept weaker isolation explicitly, pass `--isolation unshare-net` or `--isolation none` "
+    "(setting KERNELWIKI_ISOLATION)"
+)
+
+UID_SLOTS = 256
+"""Concurrent sandboxes per runner process that get a user id of their own (when the runner is root)."""
+
+
+class SandboxUnavailable(RuntimeError):
+    """The isolation asked for cannot be used on this machine; nothing was run."""
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of one command."""
+    """Resource limits of one command (every process it starts inherits them)."""
 
     file_size_bytes: int = 512 * MiB  # RLIMIT_FSIZE: the largest file it may write
     address_space_bytes: int | None = 16 * GiB  # RLIMIT_AS; None for CUDA programs (they reserve huge VA ranges)
+    data_bytes: int | None = None  # RLIMIT_DATA: private writable memory (host memory of a CUDA program)
+    processes: int = 512  # RLIMIT_NPROC: processes and threads (enforced when the sandbox has its own uid)
     open_files: int = 4096  # RLIMIT_NOFILE
 
 
 COMPILE_LIMITS = Limits(file_size_bytes=512 * MiB, address_space_bytes=16 * GiB)
-"""nvcc / ptxas / py_compile: a memory ceiling is safe for them."""
+"""nvcc / ptxas / cuobjdump / py_compile: a memory ceiling is safe for them."""
 
-GPU_RUN_LIMITS = Limits(file_size_bytes=256 * MiB, address_space_bytes=None)
-"""Programs that use CUDA: no RLIMIT_AS, since the driver reserves far more virtual memory than it uses."""
+GPU_RUN_LIMITS = Limits(file_size_bytes=256 * MiB, address_space_bytes=None, data_bytes=RunnerSettings().run_memory_bytes)
+"""Programs that use CUDA: RLIMIT_DATA, not RLIMIT_AS, since the driver reserves far more address space
+(PROT_NONE, not counted by RLIMIT_DATA) than it uses. `run_limits()` applies the settings."""
+
+
+def run_limits(settings: RunnerSettings) -> Limits:
+    """Limits of a GPU program under `settings` (host memory from `run_memory_bytes`)."""
+    return Limits(file_size_bytes=GPU_RUN_LIMITS.file_size_bytes, address_space_bytes=None, data_bytes=settings.run_memory_bytes)
+
+
+_settings_lock = threading.Lock()
+_settings: list[RunnerSettings] = []
+
+
+def runner_settings() -> RunnerSettings:
+    """The settings read from the environment, once per process (what a call without `settings=` uses)."""
+    with _settings_lock:
+        if not _settings:
+            _settings.append(RunnerSettings.from_env())
+        return _settings[0]
 
 
 @dataclass
@@ -190,35 +256,158 @@ class ProcessResult:
             return f"signal {self.signal}"
 
 
-def clean_environment(extra: dict[str, str] | None = None, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The runner's environment without anything that looks like a secret, plus `extra`."""
-    source = dict(os.environ if base is None else base)
-    env = {k: v for k, v in source.items() if not SECRET_NAME.search(k)}
+def sandbox_environment(
+    workdir: Path | str,
+    extra: dict[str, str] | None = None,
+    base: dict[str, str] | None = None,
+    passthrough: tuple[str, ...] = (),
+) -> dict[str, str]:
+    """The environment of a sandboxed command, by allow-list.
+
+    From `base` (default: this process's environment) only PATH,
+    LD_LIBRARY_PATH, LANG/LANGUAGE/LC_*, TZ and CUDA_*/NVIDIA_* (minus names
+    that look like credentials) and the names in `passthrough` (the explicit
+    setting) are kept; HOME and TMPDIR are the snippet's own folder; `extra`
+    (what the runner itself sets, e.g. CUDA_VISIBLE_DEVICES) comes last.
+    """
+    source = os.environ if base is None else base
+    env: dict[str, str] = {}
+    for name, value in source.items():
+        allowed = name in ENV_ALLOWED or (name.startswith(ENV_ALLOWED_PREFIXES) and not SECRET_NAME.search(name))
+        if allowed or name in passthrough:
+            env[name] = value
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env["HOME"] = env["TMPDIR"] = str(workdir)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if extra:
         env.update(extra)
     return env
 
 
-_isolation_lock = threading.Lock()
-_isolation_cache: dict[str, str] = {}
-
-
-def find_bwrap() -> str | None:
-    """bubblewrap: `KERNELWIKI_BWRAP` or `bwrap` on PATH."""
-    explicit = os.environ.get("KERNELWIKI_BWRAP")
+def find_bwrap(settings: RunnerSettings | None = None) -> str | None:
+    """bubblewrap: the `bwrap` setting (KERNELWIKI_BWRAP) or `bwrap` on PATH."""
+    explicit = (settings or runner_settings()).bwrap
     if explicit:
         return explicit if os.access(explicit, os.X_OK) else None
     return shutil.which("bwrap")
 
 
-def _bwrap_prefix(bwrap: str, workdir: Path) -> list[str]:
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _under(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def _python_roots() -> list[str]:
+    """What the runner's Python needs (the launcher runs with it, and python blocks by default): its
+    prefixes and site-packages folders, resolved."""
+    roots = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]
+    roots += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    out: list[str] = []
+    for r in roots:
+        real = os.path.realpath(r)
+        if os.path.isdir(real) and real not in out:
+            out.append(real)
+    return out
+
+
+def _install_root(executable: str) -> str:
+    """The install folder of a tool: the parent of its `bin` folder, else its own folder."""
+    folder = os.path.dirname(executable)
+    parent = os.path.dirname(folder)
+    if os.path.basename(folder) == "bin" and parent.count("/") >= 2:  # /opt/x/bin → /opt/x, never /opt or /
+        return parent
+    return folder
+
+
+def _tool_roots(argv0: str) -> list[str]:
+    """Folders a tool needs: its install folder, and those of the programs a wrapper script execs
+    (`exec /usr/local/cuda-13.0/bin/nvcc "$@"`)."""
+    if not os.path.isabs(argv0):
+        found = shutil.which(argv0)
+        if not found:
+            return []
+        argv0 = found
+    targets = [argv0, os.path.realpath(argv0)]
+    try:
+        head = Path(argv0).read_bytes()[:4096]
+        if head.startswith(b"#!"):
+            targets += [m.decode() for m in re.findall(rb"(/[\w./+-]+)", head) if os.path.isfile(m)]
+    except OSError:
+        pass
+    roots: list[str] = []
+    for t in targets:
+        root = _install_root(os.path.realpath(t))
+        if root not in roots:
+            roots.append(root)
+    return roots
+
+
+def sandbox_roots(settings: RunnerSettings | None = None, argv0: str | None = None) -> list[str]:
+    """Every host folder a bubblewrap sandbox sees (read-only), besides /dev, /proc, /tmp and the snippet's folder."""
+    settings = settings or runner_settings()
+    roots = [p for p in SYSTEM_PATHS if os.path.lexists(p)]
+    for extra in _python_roots() + (_tool_roots(argv0) if argv0 else []):
+        if not _under(extra, roots):
+            roots.append(extra)
+    for lib in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        real = os.path.realpath(lib) if lib else ""
+        if real and os.path.isdir(real) and not _under(real, roots):
+            roots.append(real)
+    for extra in settings.extra_binds:
+        if os.path.exists(extra) and not _under(extra, roots):
+            roots.append(os.path.abspath(extra))
+    return roots
+
+
+def _bwrap_prefix(bwrap: str, workdir: Path, settings: RunnerSettings, argv0: str | None, gpu: bool) -> list[str]:
+    """The bubblewrap command line: a fresh root with only what the command needs."""
     work = str(workdir)
-    return [
-        bwrap, "--die-with-parent", "--unshare-all",
-        "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc",
-        "--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--bind", work, work, "--chdir", work, "--",
-    ]  # fmt: skip
+    prefix = [bwrap, "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--unshare-net",
+              "--unshare-uts", "--unshare-cgroup-try", "--hostname", "kernelwiki-sandbox", "--cap-drop", "ALL"]  # fmt: skip
+    if _is_root():
+        # No user namespace: the launcher keeps only what it needs to drop to the sandbox's own user id
+        # (setuid/setgid) and to kill that user's leftovers; the command itself has no capabilities.
+        prefix += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_KILL"]
+    else:
+        prefix += ["--unshare-user"]
+    binds: list[str] = []
+    present: list[str] = []  # folders that exist in the new root (made or bound)
+    for path in sorted(sandbox_roots(settings, argv0), key=lambda p: (p.count("/"), p)):
+        binds += _parents(path, present)
+        if os.path.islink(path) and path in SYSTEM_PATHS:
+            binds += ["--symlink", os.readlink(path), path]
+        else:
+            binds += ["--ro-bind", path, path]
+        present.append(path)
+    prefix += binds + ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp",
+                     "--perms", "1777", "--tmpfs", "/dev/shm"]  # fmt: skip
+    present += ["/dev", "/proc", "/tmp"]
+    if gpu:
+        for pattern in GPU_DEVICE_GLOBS:
+            for node in sorted(glob.glob(pattern)):
+                prefix += ["--dev-bind", node, node]
+        if os.path.isdir("/sys"):
+            prefix += ["--ro-bind", "/sys", "/sys"]  # the CUDA driver reads PCI and NUMA topology there
+    prefix += _parents(LAUNCHER_IN_SANDBOX, present) + ["--ro-bind", str(LAUNCHER), LAUNCHER_IN_SANDBOX]
+    prefix += _parents(work, present) + ["--bind", work, work, "--chdir", work, "--"]
+    return prefix
+
+
+def _parents(path: str, present: list[str]) -> list[str]:
+    """bwrap arguments making the missing parent folders of `path` traversable (bwrap would make them 0700,
+    which the sandbox's own user id could not enter)."""
+    args: list[str] = []
+    parts = Path(path).parts[1:-1]
+    for i in range(1, len(parts) + 1):
+        folder = "/" + "/".join(parts[:i])
+        if folder + "/." in present or _under(folder, [p for p in present if not p.endswith("/.")]):
+            continue
+        args += ["--perms", "0755", "--dir", folder]
+        present.append(folder + "/.")  # made, not bound: what lies below it still has to be made
+    return args
 
 
 def _unshare_prefix(unshare: str) -> list[str]:
@@ -228,57 +417,120 @@ def _unshare_prefix(unshare: str) -> list[str]:
     return prefix + ["--"]
 
 
-def _probe(argv: list[str], cwd: Path) -> bool:
+def _probe(argv: list[str], cwd: Path) -> str | None:
+    """None when `argv` ran and exited 0, else what went wrong."""
     try:
         done = subprocess.run(
-            argv, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, timeout=ISOLATION_PROBE_TIMEOUT_S
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
+            argv, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, timeout=ISOLATION_PROBE_TIMEOUT_S,
+            env=sandbox_environment(cwd),
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    if done.returncode == 0:
+        return None
+    return (done.stderr or done.stdout).decode(errors="replace").strip()[-300:] or f"exit status {done.returncode}"
 
 
-def detect_isolation(wanted: str | None = None) -> str:
-    """The strongest isolation that works here (checked once by running it): bwrap, unshare-net or none.
+_isolation_lock = threading.Lock()
+_isolation_cache: dict[tuple[str, str | None], str | None] = {}
 
-    `wanted` (or the environment variable `KERNELWIKI_ISOLATION`) may ask for
-    `none`, `unshare-net`, `bwrap` or `auto`; a wrapper that does not work is
-    never claimed.
-    """
-    wanted = (wanted or os.environ.get("KERNELWIKI_ISOLATION") or "auto").strip().lower()
+_NET_CHECK = ("import os,sys; sys.exit(0 if [l.split(':')[0].strip() for l in "
+              "open('/proc/self/net/dev').read().splitlines()[2:]] == ['lo'] else 3)")  # fmt: skip
+"""The probe must show what the wrapper promises: only the loopback interface."""
+
+
+def isolation_problem(level: str, settings: RunnerSettings | None = None) -> str | None:
+    """None when `level` (bwrap, unshare-net, none) works here (checked once, by running it), else why not."""
+    settings = settings or runner_settings()
+    if level == ISOLATION_NONE:
+        return None
+    key = (level, settings.bwrap)
     with _isolation_lock:
-        if wanted in _isolation_cache:
-            return _isolation_cache[wanted]
-        result = ISOLATION_NONE
-        if wanted != ISOLATION_NONE:
-            with tempfile.TemporaryDirectory(prefix="kw-probe-") as tmp:
-                probe_dir = Path(tmp)
-                # The probe must show what the sandbox promises: only the loopback interface.
-                check = [sys.executable, "-I", "-S", "-c",
-                         "import os,sys; sys.exit(0 if os.listdir('/proc/self/net') and "
-                         "[l.split(':')[0].strip() for l in open('/proc/self/net/dev').read().splitlines()[2:]] == ['lo'] else 3)"]  # fmt: skip
-                bwrap = find_bwrap()
-                if wanted in ("auto", ISOLATION_BWRAP) and bwrap and _probe(_bwrap_prefix(bwrap, probe_dir) + check, probe_dir):
-                    result = ISOLATION_BWRAP
+        if key in _isolation_cache:
+            return _isolation_cache[key]
+        with tempfile.TemporaryDirectory(prefix="kw-probe-") as tmp:
+            probe_dir = Path(tmp)
+            check = [sys.executable, "-I", "-S", "-c", _NET_CHECK]
+            if level == ISOLATION_BWRAP:
+                bwrap = find_bwrap(settings)
+                if not bwrap:
+                    where = f"KERNELWIKI_BWRAP={settings.bwrap} is not executable" if settings.bwrap else "no `bwrap` on PATH"
+                    problem: str | None = f"{where}; {INSTALL_HINT}"
+                else:
+                    failed = _probe(_bwrap_prefix(bwrap, probe_dir, settings, None, False) + check, probe_dir)
+                    problem = f"{bwrap} cannot create a sandbox here ({failed}); {INSTALL_HINT}" if failed else None
+            elif level == ISOLATION_UNSHARE:
                 unshare = shutil.which("unshare")
-                if result == ISOLATION_NONE and wanted in ("auto", ISOLATION_UNSHARE, "unshare") and unshare:
-                    if _probe(_unshare_prefix(unshare) + check, probe_dir):
-                        result = ISOLATION_UNSHARE
-        _isolation_cache[wanted] = result
-        return result
+                failed = _probe(_unshare_prefix(unshare) + check, probe_dir) if unshare else "no `unshare` on PATH"
+                problem = f"unshare cannot create network and pid namespaces here ({failed})" if failed else None
+            else:
+                problem = f"unknown isolation {level!r}"
+        _isolation_cache[key] = problem
+        return problem
 
 
-def isolation_prefix(isolation: str, workdir: Path) -> list[str]:
+def detect_isolation(wanted: str | None = None, settings: RunnerSettings | None = None) -> str:
+    """The isolation that will be in force for `wanted` (default: the setting, bwrap).
+
+    `auto` is the strongest that works (an explicit request for a possible
+    fallback); any other level is returned only if it works, else
+    SandboxUnavailable is raised with the reason and how to install bubblewrap.
+    """
+    settings = settings or runner_settings()
+    level = normalize_isolation(wanted or settings.isolation)
+    if level == ISOLATION_AUTO:
+        for candidate in (ISOLATION_BWRAP, ISOLATION_UNSHARE):
+            if isolation_problem(candidate, settings) is None:
+                return candidate
+        return ISOLATION_NONE
+    problem = isolation_problem(level, settings)
+    if problem:
+        raise SandboxUnavailable(problem)
+    return level
+
+
+def isolation_prefix(isolation: str, workdir: Path, settings: RunnerSettings | None = None,
+                     argv0: str | None = None, gpu: bool = False) -> list[str]:  # fmt: skip
     """The wrapper command for an isolation level (empty for none)."""
+    settings = settings or runner_settings()
     if isolation == ISOLATION_BWRAP:
-        bwrap = find_bwrap()
+        bwrap = find_bwrap(settings)
         if bwrap:
-            return _bwrap_prefix(bwrap, workdir)
+            return _bwrap_prefix(bwrap, workdir, settings, argv0, gpu)
     if isolation == ISOLATION_UNSHARE:
         unshare = shutil.which("unshare")
         if unshare:
             return _unshare_prefix(unshare)
     return []
+
+
+_uid_lock = threading.Lock()
+_uids_in_use: set[int] = set()
+
+
+def _take_uid(settings: RunnerSettings) -> int:
+    """A user id no other sandbox of this process is using (RLIMIT_NPROC counts per user)."""
+    base = settings.sandbox_uid + (os.getpid() % 1000) * UID_SLOTS
+    with _uid_lock:
+        for slot in range(UID_SLOTS):
+            if base + slot not in _uids_in_use:
+                _uids_in_use.add(base + slot)
+                return base + slot
+    raise SandboxUnavailable(f"more than {UID_SLOTS} sandboxes at once")
+
+
+def _give_uid(uid: int) -> None:
+    with _uid_lock:
+        _uids_in_use.discard(uid)
+
+
+def _chown_tree(root: Path, uid: int) -> None:
+    """Give the sandbox's user id its folder (0711: bubblewrap, root without capabilities, must enter it)."""
+    os.chown(root, uid, uid)
+    os.chmod(root, 0o711)
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
 
 
 def run_process(
@@ -291,26 +543,61 @@ def run_process(
     extra_env: dict[str, str] | None = None,
     head_bytes: int = OUTPUT_HEAD_BYTES,
     tail_bytes: int = OUTPUT_TAIL_BYTES,
+    gpu: bool = False,
+    settings: RunnerSettings | None = None,
 ) -> ProcessResult:
-    """Run `argv` in `workdir` through the launcher: stdin closed, cleaned environment, capped output.
+    """Run `argv` in `workdir` through the launcher: stdin closed, allow-listed environment, capped output.
 
-    Never raises for the command's own failures; an infrastructure problem is
-    reported in `ProcessResult.error`.
+    `isolation` (default: the setting) must work here, else nothing runs and
+    `ProcessResult.error` says why; `gpu` gives the sandbox the GPU device
+    nodes. Never raises for the command's own failures; an infrastructure
+    problem is reported in `ProcessResult.error`.
     """
+    settings = settings or runner_settings()
     workdir = Path(workdir).resolve()
-    level = detect_isolation() if isolation is None else isolation
-    wrapper = isolation_prefix(level, workdir)
-    if not wrapper:
-        level = ISOLATION_NONE
-    env = clean_environment({"HOME": str(workdir), "TMPDIR": str(workdir), **(extra_env or {})})
+    try:
+        level = detect_isolation(isolation, settings)
+    except (SandboxUnavailable, ValueError) as exc:
+        return ProcessResult(list(argv), None, None, False, 0.0, isolation=ISOLATION_NONE, error=f"not run: {exc}")
+    wrapper = isolation_prefix(level, workdir, settings, argv[0] if argv else None, gpu)
+    if level != ISOLATION_NONE and not wrapper:
+        return ProcessResult(list(argv), None, None, False, 0.0, isolation=ISOLATION_NONE, error=f"not run: {level} vanished")
+    env = sandbox_environment(workdir, extra_env, passthrough=settings.extra_env)
     status_r, status_w = os.pipe()
-    launcher = [sys.executable, "-I", "-S", str(LAUNCHER), "--status-fd", str(status_w), "--timeout", str(timeout_s),
-                "--fsize", str(limits.file_size_bytes), "--nofile", str(limits.open_files)]  # fmt: skip
+    launcher_path = LAUNCHER_IN_SANDBOX if level == ISOLATION_BWRAP else str(LAUNCHER)
+    launcher = [sys.executable, "-I", "-S", launcher_path, "--status-fd", str(status_w), "--timeout", str(timeout_s),
+                "--fsize", str(limits.file_size_bytes), "--nofile", str(limits.open_files),
+                "--nproc", str(limits.processes)]  # fmt: skip
     if limits.address_space_bytes:
         launcher += ["--as", str(limits.address_space_bytes)]
+    if limits.data_bytes:
+        launcher += ["--data", str(limits.data_bytes)]
+    uid: int | None = None
+    if level == ISOLATION_BWRAP and _is_root():
+        # Root is exempt from RLIMIT_NPROC: the command runs as a user id of its own, which owns its folder.
+        try:
+            uid = _take_uid(settings)
+            _chown_tree(workdir, uid)
+        except (SandboxUnavailable, OSError) as exc:
+            if uid is not None:
+                _give_uid(uid)
+            os.close(status_r)
+            os.close(status_w)
+            return ProcessResult(list(argv), None, None, False, 0.0, isolation=level, error=f"not run: {exc}")
+        launcher += ["--uid", str(uid)]
     # The launcher runs inside the wrapper: under a pid namespace it is the namespace's first process, so
     # it reaps everything the snippet starts and reports the command's own exit status or signal.
     full = wrapper + launcher + ["--"] + list(argv)
+    try:
+        return _supervise(full, argv, workdir, env, status_r, status_w, timeout_s, level, head_bytes, tail_bytes)
+    finally:
+        if uid is not None:
+            _give_uid(uid)
+
+
+def _supervise(full: list[str], argv: list[str], workdir: Path, env: dict[str, str], status_r: int, status_w: int,
+               timeout_s: float, level: str, head_bytes: int, tail_bytes: int) -> ProcessResult:  # fmt: skip
+    """Start the wrapped launcher, read its output and status, enforce the hard deadline."""
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -402,3 +689,54 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+_MEMORY_SIGNS = re.compile(r"MemoryError|std::bad_alloc|Cannot allocate memory|\bENOMEM\b|cannot allocate|memory exhausted|out of host memory", re.I)
+_PROCESS_SIGNS = re.compile(r"fork: (retry: )?Resource temporarily unavailable|BlockingIOError|Cannot fork|can't fork|fork failed|EAGAIN|pthread_create", re.I)
+_FILES_SIGNS = re.compile(r"Too many open files|EMFILE", re.I)
+
+
+def resource_limit_hit(res: ProcessResult, limits: Limits) -> str | None:
+    """When a failed command ran into one of its limits (as far as its exit and output tell), which one.
+
+    RLIMIT_DATA / RLIMIT_AS make allocations fail at once (the program sees a
+    failed malloc, a MemoryError, std::bad_alloc); RLIMIT_NPROC makes fork and
+    thread creation fail; RLIMIT_FSIZE kills with SIGXFSZ. None for a command
+    that succeeded or failed for other reasons.
+    """
+    if res.exit_code == 0 and res.signal is None:
+        return None
+    if res.signal == signal.SIGXFSZ:
+        return f"file size limit ({limits.file_size_bytes // MiB} MiB) reached"
+    text = res.output
+    if _MEMORY_SIGNS.search(text):
+        cap = limits.data_bytes or limits.address_space_bytes
+        what = "RLIMIT_DATA" if limits.data_bytes else "RLIMIT_AS"
+        return f"host memory limit ({what} {cap / GiB:g} GiB) reached" if cap else "host memory exhausted"
+    if _PROCESS_SIGNS.search(text):
+        return f"process limit ({limits.processes} processes and threads) reached"
+    if _FILES_SIGNS.search(text):
+        return f"open files limit ({limits.open_files}) reached"
+    return None
+
+
+_INCLUDE_ERROR = re.compile(
+    r'cannot open source file "([^"]+)"'  # EDG front end (cudafe++)
+    r"|fatal error: ([^\s:][^:\n]*): No such file or directory"  # gcc / clang preprocessor
+)
+
+
+def paths_outside_sandbox(output: str, workdir: Path | str, settings: RunnerSettings | None = None) -> list[str]:
+    """Files a failed compile tried to include that lie outside what the sandbox shows (its folder and
+    the read-only system and toolchain folders), as written in the source."""
+    work = str(Path(workdir).resolve())
+    roots = sandbox_roots(settings) + [work]
+    found: list[str] = []
+    for m in _INCLUDE_ERROR.finditer(output):
+        name = (m.group(1) or m.group(2) or "").strip()
+        if not name or name in found:
+            continue
+        resolved = os.path.normpath(os.path.join(work, name))
+        if (os.path.isabs(name) or ".." in Path(name).parts) and not _under(resolved, roots):
+            found.append(name)
+    return found
