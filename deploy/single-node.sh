@@ -2,14 +2,16 @@
 # kernelwiki on one machine, without containers: PostgreSQL, the service, the
 # scheduler and one GPU worker per local GPU for every target that GPU runs.
 #
-#   deploy/single-node.sh [--port 8000] [--state DIR] [--keep]
+#   deploy/single-node.sh [--port 8000] [--state DIR] [--keep] [--workers-per-gpu N]
 #
 # It uses the PostgreSQL server already answering on $KW_PG_PORT (default
 # 5432) of 127.0.0.1 when there is one, otherwise it creates a throw-away
 # cluster (initdb) in the state folder with the `initdb`/`pg_ctl` found on
 # PATH or in $KW_PG_BIN. Everything it starts is stopped on Ctrl+C (or
 # SIGTERM); the state folder (logs, database, cache) is removed unless --keep
-# or --state was given. docs/deploy.md describes each process.
+# or --state was given. A worker builds and runs one job at a time, and
+# compiling is CPU work: on a node with many cores, --workers-per-gpu N (default
+# 1) starts N workers that share each GPU. docs/deploy.md describes each process.
 #
 # Environment: KW (the kernelwiki command; default `kernelwiki`, else
 # `python3 -m app.cli`), KW_PG_PORT, KW_PG_BIN, KW_PG_USER (the user that runs
@@ -20,15 +22,19 @@ set -euo pipefail
 port=8000
 state=""
 keep=0
+per_gpu=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --port) port="$2"; shift 2 ;;
         --state) state="$2"; keep=1; shift 2 ;;
         --keep) keep=1; shift ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        --workers-per-gpu) per_gpu="$2"; shift 2 ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
         *) echo "single-node.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
+
+[[ "$per_gpu" =~ ^[1-9][0-9]*$ ]] || { echo "single-node.sh: --workers-per-gpu takes a positive number" >&2; exit 2; }
 
 say() { printf 'single-node: %s\n' "$*"; }
 die() { printf 'single-node: %s\n' "$*" >&2; exit 1; }
@@ -145,9 +151,11 @@ for ((gpu = 0; gpu < gpus; gpu++)); do
         if CUDA_VISIBLE_DEVICES=$gpu "${kw[@]}" worker --target "$t" --check >/dev/null 2>&1; then args+=(--target "$t"); fi
     done
     if [ ${#args[@]} -eq 0 ]; then say "GPU $gpu runs none of: $targets"; continue; fi
-    CUDA_VISIBLE_DEVICES=$gpu start "worker-gpu$gpu" "${kw[@]}" worker "${args[@]}"
-    say "worker on GPU $gpu: ${args[*]}"
-    workers=$((workers + 1))
+    for ((n = 0; n < per_gpu; n++)); do
+        CUDA_VISIBLE_DEVICES=$gpu start "worker-gpu$gpu-$n" "${kw[@]}" worker "${args[@]}"
+        workers=$((workers + 1))
+    done
+    say "$per_gpu worker(s) on GPU $gpu: ${args[*]}"
 done
 [ "$workers" -gt 0 ] || say "no local GPU runs any target: jobs wait in their queues ('kernelwiki jobs')"
 

@@ -142,6 +142,7 @@ def build_snippet(
     keep = workdir / "keep"
     ptx = _read_first(keep, "*.ptx") if lang == "cuda" else None
     outcome = outcome_from_process(res, resources=parse_ptxas_resources(res.output) if lang == "cuda" else {})
+    outcome.warnings = dx.meaning_warnings(res.output, dx.RDC_BUILD if lang == "cuda" else "")
     build.outcome, build.ptx = outcome, ptx
     if res.error:
         outcome.status, outcome.detail = "error", f"could not run nvcc: {res.error}"
@@ -209,6 +210,7 @@ def _link_whole_program(
     resources = parse_ptxas_resources(res.output)
     if resources:
         outcome.resources = resources
+    outcome.warnings += dx.meaning_warnings(res.output, dx.PROGRAM_BUILD)
     build.device_binary = build.workdir / EXECUTABLE
 
 
@@ -233,6 +235,7 @@ def _build_ptx(build: Build, snippet: Snippet, target: str, toolchain: Toolchain
     argv = [toolchain.ptxas, f"-arch={target}", "-v", "-o", "snippet.cubin", build.tu.filename]
     res = run_process(argv, build.workdir, COMPILE_TIMEOUT_S, limits=COMPILE_LIMITS, isolation=isolation)
     outcome = outcome_from_process(res, resources=parse_ptxas_resources(res.output))
+    outcome.warnings = dx.meaning_warnings(res.output)
     build.outcome, build.ptx = outcome, module
     if res.error:
         outcome.status, outcome.detail = "error", f"could not run ptxas: {res.error}"

@@ -52,6 +52,35 @@ _UNDEFINED = re.compile(
 )
 
 
+_PTXAS_NOTE = re.compile(r"^ptxas (?:info|warning)\s*: (?P<msg>(?:\((?P<code>C\d+)\) )?.+?)\s*$", re.M)
+_CHANGES_MEANING = re.compile(r"\bignored\b|performance loss|\bserialized\b", re.I)
+
+
+RDC_BUILD = "relocatable -rdc=true build"
+"""Which build a cuda block's compile record (and its output) is about."""
+PROGRAM_BUILD = "whole-program build that ran"
+"""The build of a `run` block's executable."""
+
+
+def meaning_warnings(output: str, build: str = "") -> list[str]:
+    """ptxas messages that change what a passing build means: an instruction ignored, or performance lost.
+
+    e.g. `ptxas (C7504) Potential Performance Loss: 'setmaxnreg' ignored to maintain compatibility across
+    compilation units.` from a `-rdc=true` build: the code assembled, but the instruction has no effect there.
+    Each message once, in order, followed by `[build]` when given.
+    """
+    found = [f"ptxas {m.group('msg')}" + (f" [{build}]" if build else "")
+             for m in _PTXAS_NOTE.finditer(output) if _CHANGES_MEANING.search(m.group("msg"))]  # fmt: skip
+    return list(dict.fromkeys(found))
+
+
+def record_warnings(step: str, lang: str, output: str) -> list[str]:
+    """The warnings of a compile record written before records carried them (read from its output)."""
+    if step != "compile":
+        return []
+    return meaning_warnings(output, RDC_BUILD if lang == "cuda" else "")
+
+
 @dataclass
 class Diagnosis:
     """The first error of a failed build."""

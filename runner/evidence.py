@@ -15,16 +15,15 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from runner.status import FAILING, RECORD_STATUSES
+
+__all__ = ["FAILING", "STATUSES", "EvidenceRecord", "compute_record_id", "read_jsonl", "write_jsonl"]
+
 STEPS = ("compile", "run", "sass")
 """What a record is about: building (and PTX checks), running, or checking the generated SASS."""
 
-STATUSES = ("pass", "fail", "xfail", "timeout", "error", "skipped", "unverified")
-"""pass; fail; xfail = an expected compile failure that happened; timeout; error = an infrastructure
-fault or an invalid block; skipped = could not be done here (no GPU, no tool); unverified = a sketch
-or code that cannot be forced through the assembler. Only pass and xfail count as verified."""
-
-FAILING = frozenset({"fail", "timeout", "error"})
-"""Statuses that make `verify` exit with 1."""
+STATUSES = RECORD_STATUSES
+"""What a step can end as; defined, with their order, in runner/status.py."""
 
 
 @dataclass
@@ -54,6 +53,7 @@ class EvidenceRecord:
     output_truncated: bool = False  # True when `output` is not the whole output
     resources: dict[str, Any] = field(default_factory=dict)  # ptxas: registers, smem_bytes, spill bytes, per function
     checks: list[dict[str, Any]] = field(default_factory=list)  # sass/ptx/output checks: {kind, pattern, ok, detail}
+    warnings: list[str] = field(default_factory=list)  # compiler messages that change what a pass means (diagnostics.meaning_warnings)
     gpu_name: str | None = None  # GPU the program ran on (run step)
     compute_capability: str | None = None  # of that GPU, e.g. "9.0"
     driver_version: str | None = None  # of that GPU's driver

@@ -44,6 +44,7 @@ class StepOutcome:
     output_truncated: bool = False
     resources: dict[str, Any] = field(default_factory=dict)
     checks: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # ptxas: an instruction ignored, performance lost
     gpu_name: str | None = None
     compute_capability: str | None = None
     driver_version: str | None = None
@@ -97,6 +98,7 @@ def to_record(snippet: Snippet, target: str, outcome: StepOutcome, toolchain: st
         output_truncated=outcome.output_truncated,
         resources=outcome.resources,
         checks=outcome.checks,
+        warnings=outcome.warnings,
         gpu_name=outcome.gpu_name,
         compute_capability=outcome.compute_capability,
         driver_version=outcome.driver_version,
