@@ -21,21 +21,19 @@ from typing import Any
 
 from runner.cache import DEFAULT_CACHE_DIR, ResultCache, cache_key
 from runner.compile import build_snippet, sass_step
-from runner.evidence import FAILING, EvidenceRecord, write_jsonl
+from runner.evidence import EvidenceRecord, write_jsonl
 from runner.execute import run_step
 from runner.gpus import Gpu, discover_gpus_cached, pick_gpu
 from runner.outcome import StepOutcome, to_record
 from runner.sandbox import detect_isolation
+from runner.status import FAILING, worst
 from runner.toolchain import Toolchain, discover_toolchain
 from snippets.attributes import normalize_architecture, target_of
 from snippets.extract import ANY_TARGET, extract_snippets
 from snippets.snippet import Problem, Snippet
 
-RUNNER_VERSION = "kernelwiki-runner-1"
+RUNNER_VERSION = "kernelwiki-runner-2"
 """Part of every cache key: bump when the way results are judged changes."""
-
-STATUS_ORDER = ("error", "timeout", "fail", "unverified", "skipped", "xfail", "pass")
-"""Worst first: the status of a snippet × target is the worst of its steps."""
 
 SUMMARY_COLUMNS = ("passed", "failed", "errors", "skipped", "unverified", "xfail")
 _COLUMN_OF = {"pass": "passed", "fail": "failed", "timeout": "failed", "error": "errors", "skipped": "skipped", "unverified": "unverified", "xfail": "xfail"}
@@ -89,11 +87,8 @@ class VerifyReport:
 
 
 def combined_status(statuses: list[str]) -> str:
-    """The worst of a snippet × target's step statuses."""
-    for status in STATUS_ORDER:
-        if status in statuses:
-            return status
-    return "pass"
+    """The worst of a snippet × target's step statuses (order: runner/status.py)."""
+    return worst(statuses, default="pass")
 
 
 def summarize(records: list[EvidenceRecord]) -> tuple[dict[str, dict[str, dict[str, int]]], dict[str, int]]:
@@ -269,8 +264,10 @@ def verify(
     every target a snippet declares); use_cache=False re-verifies everything
     (results are still written to the cache); compile_only builds programs but
     does not run them. `gpus`, `toolchain` and `snippets` override discovery
-    (tests, remote runners). Never raises for a snippet's failure: failures are
-    records.
+    (tests, remote runners). `isolation` (bwrap, unshare-net, none, auto; default
+    the KERNELWIKI_ISOLATION setting, bwrap) must work here, else
+    runner.sandbox.SandboxUnavailable is raised before anything runs. Never
+    raises for a snippet's failure: failures are records.
     """
     started = time.monotonic()
     report = VerifyReport()
@@ -278,10 +275,11 @@ def verify(
         snippets, problems = load_snippets(pages_root, pages)
         report.problems.extend(problems)
     report.snippets = list(snippets)
+    level = detect_isolation(isolation)  # SandboxUnavailable when it cannot be used: nothing runs unsandboxed
     tc = toolchain or discover_toolchain(nvcc)
     report.toolchain = tc.to_dict()
     cache_root = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR
-    ctx = _Context(tc, ResultCache(cache_root) if use_cache else _WriteOnlyCache(cache_root), compile_only, gpus, cache_root, isolation)
+    ctx = _Context(tc, ResultCache(cache_root) if use_cache else _WriteOnlyCache(cache_root), compile_only, gpus, cache_root, level)
     wanted = {normalize_target(t) for t in targets} if targets else None
     work = [(s, t) for s in snippets for t in (s.targets or [""]) if wanted is None or t in wanted]
     total = len(work)
@@ -305,7 +303,7 @@ def verify(
     report.cache_hits, report.builds = ctx.hits, ctx.builds
     if ctx._gpus is not None:
         report.gpus = [g.to_dict() for g in ctx._gpus]
-    report.isolation = (isolation or detect_isolation()) if ctx.started_processes else None
+    report.isolation = level if ctx.started_processes else None
     report.duration_s = round(time.monotonic() - started, 3)
     return report
 
