@@ -35,7 +35,7 @@ def worker(
     db: DbOpt = None,
 ) -> None:
     """Consume a target's verification queue on this GPU node (or, with --scheduler, the control queue)."""
-    from app.worker import WorkerRefused, check_targets, run_gpu_worker, run_scheduler
+    from app.worker import WorkerRefused, check_sandbox, check_targets, run_gpu_worker, run_scheduler
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if scheduler == bool(target):
@@ -45,8 +45,9 @@ def worker(
     try:
         if check:
             gpus, toolchain = check_targets(target or [])
+            level = check_sandbox(settings.isolation)
             names = ", ".join(f"{g.name} (compute capability {g.compute_capability})" for g in gpus)
-            typer.echo(f"{', '.join(target or [])}: ready on {names} with {toolchain.label}")
+            typer.echo(f"{', '.join(target or [])}: ready on {names} with {toolchain.label}, isolation {level}")
             return
         if scheduler:
             run_scheduler(settings)

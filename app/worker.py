@@ -97,8 +97,18 @@ def check_targets(targets: list[str]) -> tuple[list[Any], Any]:
     return chosen, toolchain
 
 
-def runner_verify(gpus: list[Any], toolchain: Any, cache_dir: Path) -> VerifyFn:
-    """Verification by the runner (runner/verify.py) on `gpus` with `toolchain`."""
+def check_sandbox(isolation: str | None) -> str:
+    """The isolation jobs will run under; WorkerRefused when it cannot be used here (nothing runs unsandboxed)."""
+    from runner.sandbox import SandboxUnavailable, detect_isolation
+
+    try:
+        return detect_isolation(isolation)
+    except (SandboxUnavailable, ValueError) as exc:
+        raise WorkerRefused(str(exc)) from None
+
+
+def runner_verify(gpus: list[Any], toolchain: Any, cache_dir: Path, isolation: str | None = None) -> VerifyFn:
+    """Verification by the runner (runner/verify.py) on `gpus` with `toolchain`, sandboxed as `isolation` says."""
 
     def verify(snippet: dict[str, Any], target: str, force: bool) -> list[dict[str, Any]]:
         from runner.verify import verify as run
@@ -106,7 +116,7 @@ def runner_verify(gpus: list[Any], toolchain: Any, cache_dir: Path) -> VerifyFn:
 
         report = run(
             ".", targets=[target], snippets=[Snippet.from_dict(snippet)], jobs=1, use_cache=not force,
-            cache_dir=cache_dir, toolchain=toolchain, gpus=gpus,
+            cache_dir=cache_dir, toolchain=toolchain, gpus=gpus, isolation=isolation,
         )  # fmt: skip
         return [r.to_dict() for r in report.records]
 
@@ -312,7 +322,8 @@ def run_gpu_worker(
     settings = shed_secrets(settings)
     if verify is None:
         gpus, toolchain = check_targets(targets)
-        verify = runner_verify(gpus, toolchain, settings.worker_cache)
+        check_sandbox(settings.isolation)
+        verify = runner_verify(gpus, toolchain, settings.worker_cache, settings.isolation)
         toolchain_label = toolchain.label
         log.info("serving %s on %s with %s", ", ".join(targets), ", ".join(g.name for g in gpus), toolchain.label)
     token = settings.runner_token.get_secret_value() if settings.runner_token else ""

@@ -5,6 +5,7 @@ installed, draws a progress bar and the summary table).
 
     python3 -m runner verify --wiki wiki --report evidence/h200.jsonl [--page ID …]
         [--target sm_90a …] [--jobs N] [--no-cache] [--compile-only] [--cache-dir DIR]
+        [--isolation bwrap|unshare-net|none|auto]   # default bwrap (docs/sandbox.md)
     python3 -m runner doctor          # tools, GPUs and isolation found here
     python3 -m runner snippets --wiki wiki [--page ID …]   # extracted snippets as JSON lines
 """
@@ -18,6 +19,8 @@ from pathlib import Path
 
 from runner.cache import DEFAULT_CACHE_DIR
 from runner.report import print_summary, progress_bar
+from runner.sandbox import SandboxUnavailable
+from runner.settings import ISOLATION_BWRAP, ISOLATION_CHOICES, ISOLATION_UNSHARE
 from runner.verify import load_snippets, verify
 
 
@@ -35,6 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR), help=f"result cache (default {DEFAULT_CACHE_DIR})")
     v.add_argument("--nvcc", help="nvcc to use (default: KERNELWIKI_NVCC, then PATH)")
     v.add_argument("--json", action="store_true", help="print the whole report as JSON instead of a table")
+    v.add_argument("--isolation", choices=ISOLATION_CHOICES, default=None,
+                   help="sandbox of compiles and runs (default: KERNELWIKI_ISOLATION, else bwrap); "
+                        "unshare-net and none accept weaker isolation explicitly")  # fmt: skip
     d = sub.add_parser("doctor", help="show the tools, GPUs and isolation found on this machine")
     d.add_argument("--nvcc")
     s = sub.add_parser("snippets", help="print the extracted snippets as JSON lines")
@@ -47,12 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "doctor":
         from runner.gpus import discover_gpus
-        from runner.sandbox import detect_isolation
+        from runner.sandbox import isolation_problem, runner_settings
         from runner.toolchain import discover_toolchain
 
+        settings = runner_settings()
+        levels = {level: isolation_problem(level) or "works" for level in (ISOLATION_BWRAP, ISOLATION_UNSHARE)}
         print(json.dumps({"toolchain": discover_toolchain(args.nvcc).to_dict(),
                           "gpus": [g.to_dict() for g in discover_gpus()],
-                          "isolation": detect_isolation()}, indent=2))  # fmt: skip
+                          "isolation": {"setting": settings.isolation, **levels}}, indent=2))  # fmt: skip
         return 0
     if args.command == "snippets":
         snippets, problems = load_snippets(Path(args.wiki), args.page or None)
@@ -68,8 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         report = verify(
             Path(args.wiki), pages=args.page or None, targets=args.target or None, jobs=args.jobs,
             use_cache=not args.no_cache, compile_only=args.compile_only, progress=update,
-            cache_dir=Path(args.cache_dir), nvcc=args.nvcc,
+            cache_dir=Path(args.cache_dir), nvcc=args.nvcc, isolation=args.isolation,
         )  # fmt: skip
+    except (SandboxUnavailable, ValueError) as exc:
+        print(f"kernelwiki runner: nothing was run: {exc}", file=sys.stderr)
+        return 2
     finally:
         if bar is not None:
             bar.stop()

@@ -35,6 +35,7 @@ for `.loc` line mapping, and `-keep` to read the PTX and preprocessed source):
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ from runner import diagnostics as dx
 from runner.coverage import regex_checks, unassembled_asm
 from runner.outcome import StepOutcome, outcome_from_process
 from runner.resources import parse_ptxas_resources
-from runner.sandbox import COMPILE_LIMITS, run_process, shorten
+from runner.sandbox import COMPILE_LIMITS, paths_outside_sandbox, run_process, shorten
 from runner.toolchain import Toolchain
 from snippets.build import SEGMENT_SNIPPET, TranslationUnit, build_translation_unit, is_complete_ptx_module
 from snippets.snippet import Snippet
@@ -152,7 +153,7 @@ def build_snippet(
         outcome.detail = f"nvcc did not finish within {COMPILE_TIMEOUT_S} s (killed with its process group)"
         return build
     if res.exit_code != 0:
-        diag = dx.diagnose_build(res.output, lang, tu, ptx)
+        diag = _outside_sandbox(dx.diagnose_build(res.output, lang, tu, ptx), res.output, workdir)
         if res.signal is not None and diag.kind == dx.DEVICE_COMPILE_ERROR:
             diag = dx.Diagnosis(dx.COMPILER_CRASH, f"nvcc was killed by {res.signal_name}")
         _fail_from(outcome, snippet, diag, res.output)
@@ -207,11 +208,25 @@ def _link_whole_program(
         else:
             _fail_from(outcome, snippet, diag, res.output)
         return
+    outcome.command = f"{outcome.command} && {shlex.join(argv)}"
     resources = parse_ptxas_resources(res.output)
     if resources:
         outcome.resources = resources
     outcome.warnings += dx.meaning_warnings(res.output, dx.PROGRAM_BUILD)
     build.device_binary = build.workdir / EXECUTABLE
+
+
+OUTSIDE_SANDBOX = "outside the sandbox"
+"""Failure kind of a build that tried to read a host file (`#include "/etc/…"`): the sandbox shows none."""
+
+
+def _outside_sandbox(diag: dx.Diagnosis, output: str, workdir: Path) -> dx.Diagnosis:
+    """Say so when a failed build tried to include a file outside the sandbox (it saw nothing of it)."""
+    outside = paths_outside_sandbox(output, workdir)
+    if not outside:
+        return diag
+    message = f'#include "{outside[0]}" is outside the sandbox: a snippet sees only its own folder and the toolchain'
+    return dx.Diagnosis(OUTSIDE_SANDBOX, message, diag.segment, diag.segment_line)
 
 
 def _apply_regex_checks(outcome: StepOutcome, snippet: Snippet, kind: str, text: str) -> None:
@@ -286,7 +301,8 @@ def sass_step(build: Build, snippet: Snippet, target: str, toolchain: Toolchain,
         [tool, "-sass", str(build.device_binary)], build.workdir, SASS_TIMEOUT_S,
         limits=COMPILE_LIMITS, isolation=isolation, extra_env=env, head_bytes=SASS_OUTPUT_CAP, tail_bytes=1024,
     )  # fmt: skip
-    outcome = StepOutcome(step="sass", status="pass", exit_code=res.exit_code, duration_s=res.duration_s, isolation=res.isolation)
+    outcome = StepOutcome(step="sass", status="pass", exit_code=res.exit_code, duration_s=res.duration_s, isolation=res.isolation,
+                          command=shlex.join(res.argv))  # fmt: skip
     if res.error or res.timed_out or res.exit_code != 0 or res.stdout.truncated:
         outcome.status = "error"
         reason = res.error or ("timed out" if res.timed_out else "output too large" if res.stdout.truncated else f"exit status {res.exit_code}")

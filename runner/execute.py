@@ -15,13 +15,15 @@ from pathlib import Path
 from runner.compile import Build
 from runner.gpus import Gpu, missing_reason
 from runner.outcome import StepOutcome, outcome_from_process
-from runner.sandbox import GPU_RUN_LIMITS, run_process
+from runner.sandbox import resource_limit_hit, run_limits, run_process, runner_settings
 from runner.toolchain import Toolchain
 from snippets.snippet import Snippet
 
 CRASHED = "crashed"
 EXIT_STATUS = "non-zero exit status"
 WRONG_OUTPUT = "wrong output"
+RESOURCE_LIMIT = "resource limit"
+"""A program stopped by one of its sandbox limits (host memory, processes, open files, file size)."""
 
 
 def _hint(output: str) -> str:
@@ -49,15 +51,21 @@ def run_step(build: Build, snippet: Snippet, target: str, gpu: Gpu | None, toolc
         else:
             argv = [f"./{build.program[0]}"]
         env = {"CUDA_VISIBLE_DEVICES": gpu.visible_devices, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-        res = run_process(argv, rundir, snippet.timeout, limits=GPU_RUN_LIMITS, isolation=isolation, extra_env=env)
+        limits = run_limits(runner_settings())
+        res = run_process(argv, rundir, snippet.timeout, limits=limits, isolation=isolation, extra_env=env, gpu=True)
     finally:
         shutil.rmtree(rundir, ignore_errors=True)
     outcome = outcome_from_process(
         res, "run", gpu_name=gpu.name, compute_capability=gpu.compute_capability, driver_version=gpu.driver_version
     )
     leftovers = f"; left {res.leftovers} process(es) behind (killed)" if res.leftovers else ""
+    limit = None if res.error or res.timed_out else resource_limit_hit(res, limits)
     if res.error:
         outcome.status, outcome.detail = "error", f"could not run the program: {res.error}"
+    elif limit:
+        outcome.status, outcome.kind = "fail", RESOURCE_LIMIT
+        hint = _hint(res.output)
+        outcome.detail = f"resource limit: {limit}" + (f" ({hint})" if hint else "") + leftovers
     elif res.timed_out:
         outcome.status, outcome.kind = "timeout", "timeout"
         outcome.detail = f"still running after {snippet.timeout} s: killed with every process it started"

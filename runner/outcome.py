@@ -10,6 +10,7 @@ merely moved keeps its cached result with the right line numbers.
 from __future__ import annotations
 
 import datetime as _dt
+import shlex
 import socket
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -49,6 +50,7 @@ class StepOutcome:
     compute_capability: str | None = None
     driver_version: str | None = None
     isolation: str = "none"
+    command: str = ""  # the exact command line(s) run in the snippet's folder ("a && b" for two builds)
     host: str = field(default_factory=host_name)
     timestamp: str = field(default_factory=utc_now)
 
@@ -89,6 +91,7 @@ def to_record(snippet: Snippet, target: str, outcome: StepOutcome, toolchain: st
         timestamp=outcome.timestamp,
         host=outcome.host,
         isolation=outcome.isolation,
+        command=outcome.command,
         mode=snippet.mode,
         error_kind=outcome.kind,
         error_line=line,
@@ -118,5 +121,6 @@ def outcome_from_process(res: Any, step: str = "compile", **extra: Any) -> StepO
         output=res.output,
         output_truncated=res.truncated,
         isolation=res.isolation,
+        command=shlex.join(res.argv),
         **extra,
     )
