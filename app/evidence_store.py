@@ -19,6 +19,9 @@ from sqlalchemy.engine import Connection, Engine
 
 from app.models import EvidenceRow, SnippetRow
 from app.schemas import EvidencePublic, SnippetPublic
+from runner import diagnostics
+from runner import status as status_rules
+from runner.status import STALE, SnippetSummary, StepFact, needed_steps, summarize_snippet
 
 REQUIRED = ("record_id", "snippet_id", "page_id", "target", "step", "status", "content_hash", "timestamp")
 STATUSES = frozenset({"pass", "fail", "xfail", "timeout", "error", "skipped", "unverified"})
@@ -134,7 +137,7 @@ class EvidenceStore:
         return EvidencePublic(
             record_id=row.record_id, snippet_id=row.snippet_id, target=row.target, step=row.step,
             status=row.status, stale=current_hash is not None and row.content_hash != current_hash,
-            message=data.get("message"), timestamp=row.timestamp, data=data,
+            message=data.get("message"), timestamp=row.timestamp, data=data, warnings=record_warnings(data),
         )  # fmt: skip
 
     def snippets_with_evidence(
@@ -165,8 +168,6 @@ class EvidenceStore:
         per_snippet: dict[str, dict[str, list[EvidencePublic]]] = defaultdict(lambda: defaultdict(list))
         for (sid, tgt, _step), row in sorted(latest.items()):
             per_snippet[sid][tgt].append(self._public(row, current_hash[sid]))
-        from app.store import _target_status
-
         out = []
         for s in snippets:
             data = json.loads(s.data)
@@ -174,13 +175,15 @@ class EvidenceStore:
             targets = json.loads(s.targets)
             if target and target not in targets:
                 continue
-            overall = snippet_status(s.mode, evidence, targets, _target_status)
-            if status and overall != status:
+            summary = snippet_summary(s.mode, evidence, targets, sass_checked(data))
+            if status and summary.status != status:
                 continue
+            warnings = snippet_warnings(evidence, targets)
             out.append(SnippetPublic(
                 id=s.id, page_id=s.page_id, position=s.position, line=s.line, lang=s.lang, mode=s.mode,
                 targets=targets, content_hash=s.content_hash, info=data.get("info"),
-                source=data.get("source"), status=overall, evidence=evidence,
+                source=data.get("source"), status=summary.status, summary=summary.text,
+                target_status=summary.targets, warnings=warnings, evidence=evidence,
             ))  # fmt: skip
         if limit is not None:
             out = out[offset : offset + limit]
@@ -198,14 +201,88 @@ class EvidenceStore:
             return [self._public(r, snip) for r in rows]
 
 
-def snippet_status(mode: str, evidence: dict[str, list[EvidencePublic]], targets: list[str], target_status: Any) -> str:
-    """A snippet's overall status over its targets: the worst current outcome, stale, or unknown."""
-    if mode == "sketch":
-        return "unverified"
-    if not evidence:
-        return "unknown"
-    statuses = {target_status(recs) for recs in evidence.values()}
-    for status in ("error", "timeout", "fail", "stale", "unverified", "pass", "xfail", "skipped"):
-        if status in statuses:
-            return status
-    return "unknown"
+def record_warnings(data: dict[str, Any]) -> list[str]:
+    """A record's compiler warnings that change what its pass means (read from the output of older records)."""
+    given = data.get("warnings")
+    if isinstance(given, list):
+        return [str(w) for w in given]
+    return diagnostics.record_warnings(str(data.get("step") or ""), str(data.get("lang") or ""), str(data.get("output") or ""))
+
+
+def sass_checked(snippet_data: dict[str, Any]) -> bool:
+    """Whether a snippet (its stored data) declares SASS checks, which every target must then pass."""
+    checks = snippet_data.get("checks") or {}
+    return bool(isinstance(checks, dict) and (checks.get("sass") or checks.get("no_sass")))
+
+
+def step_facts(records: list[EvidencePublic]) -> dict[str, StepFact]:
+    """One target's current records as step → status (`stale` for a record of other content) and message."""
+    return {r.step: StepFact(STALE if r.stale else r.status, r.message or "") for r in records}
+
+
+def target_status(records: list[EvidencePublic], mode: str | None = None, sass: bool = False) -> str:
+    """One target's status (runner/status.py): with `mode`, every step that mode needs must be there."""
+    facts = {step: f.status for step, f in step_facts(records).items()}
+    return status_rules.target_status(facts, needed_steps(mode, sass) if mode else None)
+
+
+def snippet_summary(mode: str, evidence: dict[str, list[EvidencePublic]], targets: list[str], sass: bool = False) -> SnippetSummary:
+    """What a snippet's evidence proves over its declared `targets`: status, sentence, status per target."""
+    facts = {t: step_facts(recs) for t, recs in evidence.items()}
+    return summarize_snippet(mode, targets, facts, sass)
+
+
+def snippet_status(mode: str, evidence: dict[str, list[EvidencePublic]], targets: list[str], sass: bool = False) -> str:
+    """A snippet's overall status over its declared `targets` (`pass` only when every one passed every needed step)."""
+    return snippet_summary(mode, evidence, targets, sass).status
+
+
+def snippet_warnings(evidence: dict[str, list[EvidencePublic]], targets: list[str]) -> list[str]:
+    """Warnings of the current, passing records of the declared targets, each once, with the targets it came from."""
+    where: dict[str, list[str]] = {}
+    for t in targets:
+        for r in evidence.get(t, []):
+            if not r.stale and r.status == "pass":
+                for w in r.warnings:
+                    where.setdefault(w, []).append(t)
+    return [f"{w} (on {', '.join(dict.fromkeys(ts))})" for w, ts in where.items()]
+
+
+def page_evidence_text(snippets: list[SnippetPublic]) -> str:
+    """What a page's code was proven to do, per target: "ran on sm_90a · compiled for sm_100a, never run: no SM100 GPU"."""
+    ran: list[str] = []
+    built: list[str] = []
+    never_run: dict[str, list[str]] = {}  # target → why its programs did not run
+    expected: list[str] = []
+    unproven: list[str] = []
+    targets = sorted({t for s in snippets if s.mode not in ("sketch", "error") for t in s.targets}, key=target_number)
+    for t in targets:
+        current = [(s, r) for s in snippets if t in s.targets for r in s.evidence.get(t, []) if not r.stale]
+        if any(s.mode == "run" and s.target_status.get(t) == "pass" for s in snippets):
+            ran.append(t)
+        elif any(r.step == "compile" and r.status == "pass" for _, r in current):
+            reasons = [status_rules.skip_reason(t, r.message or "") for s, r in current if s.mode == "run" and r.step == "run" and r.status == "skipped"]
+            if reasons:
+                never_run[t] = reasons
+            else:
+                built.append(t)
+        elif any(r.status == "xfail" for _, r in current):
+            expected.append(t)
+        else:
+            unproven.append(t)
+    parts = [f"ran on {', '.join(ran)}"] if ran else []
+    if built:
+        parts.append(f"compiled for {', '.join(built)}")
+    if never_run:
+        parts.append(f"compiled for {', '.join(never_run)}, never run: {status_rules.or_reasons([r for rs in never_run.values() for r in rs])}")
+    if expected:
+        parts.append(f"only expected compile failures checked on {', '.join(expected)}")
+    if unproven:
+        parts.append(f"nothing verified on {', '.join(unproven)}")
+    return " · ".join(parts)
+
+
+def target_number(target: str) -> tuple[int, str]:
+    """`sm_90a` < `sm_100a`: targets in numeric order."""
+    digits = "".join(ch for ch in target if ch.isdigit())
+    return (int(digits) if digits else 0, target)

@@ -89,6 +89,10 @@ class EvidencePublic(BaseModel):
     message: str | None = None
     timestamp: str
     data: dict[str, Any]
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="compiler messages that change what a pass means (an instruction ignored, performance lost)",
+    )
 
 
 class SnippetPublic(BaseModel):
@@ -102,7 +106,15 @@ class SnippetPublic(BaseModel):
     content_hash: str
     info: str | None = None
     source: str | None = None
-    status: str = Field(description="overall: pass, fail, xfail, unverified, skipped, stale, unknown")
+    status: str = Field(
+        description="overall, over the declared targets (runner/status.py): pass (every target passed every step its "
+        "mode needs), xfail, partial (verified on some targets only), fail, error, timeout, stale, skipped, unverified, unknown"
+    )
+    summary: str = Field(default="", description="what holds, in words, e.g. 'ran on sm_90a · compiled for sm_100a, no SM100 GPU'")
+    target_status: dict[str, str] = Field(default_factory=dict, description="status of each declared target")
+    warnings: list[str] = Field(
+        default_factory=list, description="compiler warnings of passing records that limit what the pass proves, with their targets"
+    )
     evidence: dict[str, list[EvidencePublic]] = Field(
         default_factory=dict, description="latest record per step for each target"
     )
@@ -122,5 +134,7 @@ class PagePublic(BaseModel):
     backlinks: list[LinkPublic]
     snippets: list[SnippetPublic]
     evidence_summary: dict[str, dict[str, int]] = Field(
-        default_factory=dict, description="per target: counts of snippet statuses"
+        default_factory=dict,
+        description="per declared target: how many snippets have each status there ('*': sketches and invalid blocks)",
     )
+    evidence_text: str = Field(default="", description="what the page's code was proven to do, per target, in words")

@@ -20,7 +20,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.engine import Engine
 
 from app.db import create_schema, make_engine, search_backend
-from app.evidence_store import EvidenceStore
+from app.evidence_store import EvidenceStore, page_evidence_text
 from app.index import IndexReport, family, reindex
 from app.models import (
     AliasRow,
@@ -333,16 +333,16 @@ class Store:
             snippets = self.evidence.snippets_with_evidence(conn, page_id=page_id)
         summary: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for snip in snippets:
-            for target, records in snip.evidence.items():
-                status = _target_status(records)
+            if snip.mode in ("sketch", "error"):
+                summary["*"][snip.status] += 1
+            for target, status in snip.target_status.items():
                 summary[target][status] += 1
-            if snip.mode == "sketch":
-                summary["*"]["unverified"] += 1
         return PagePublic(
             id=page.id, title=page.title, type=page.type, path=page.path, meta=meta, html=page.html,
             toc=json.loads(page.toc), sections=sections, related=related, sources=sources,
             backlinks=backlinks, snippets=snippets,
             evidence_summary={t: dict(c) for t, c in summary.items()},
+            evidence_text=page_evidence_text(snippets),
         )  # fmt: skip
 
     def graph(self) -> dict[str, Any]:
@@ -371,14 +371,4 @@ class Store:
                 for d in conn.execute(DiagnosticRow.__table__.select().where(DiagnosticRow.severity == "error").order_by(DiagnosticRow.path, DiagnosticRow.line).limit(50))
             ]
         return {"status": "ok", "database": self.engine.dialect.name, **counts, "errors": diags}
-
-
-def _target_status(records: list[Any]) -> str:
-    """One target's status from its latest records per step (the worst current one wins)."""
-    order = ["error", "timeout", "fail", "stale", "skipped", "unverified", "xfail", "pass"]
-    statuses = ["stale" if r.stale else r.status for r in records]
-    for status in order:
-        if status in statuses:
-            return status
-    return "unknown"
 

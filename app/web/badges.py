@@ -12,18 +12,19 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.evidence_store import target_status
 from app.schemas import EvidencePublic, SnippetPublic
-from app.store import _target_status as target_status
+from runner.status import LABEL as STATUS_LABEL
+from runner.status import WORST_FIRST as STATUS_ORDER
+from runner.status import gpu_word, rank, step_rank
 
-# Worst first: the order of the evidence dashboard and of a target's overall status.
-STATUS_ORDER = ["error", "timeout", "fail", "stale", "unknown", "skipped", "unverified", "xfail", "pass"]
-STATUS_LABEL = {
-    "error": "error", "timeout": "timed out", "fail": "failed", "stale": "stale", "unknown": "not yet run",
-    "skipped": "not run", "unverified": "unverified", "xfail": "fails as expected", "pass": "passed",
-}  # fmt: skip
-STEP_ORDER = {"compile": 0, "ptx": 1, "sass": 2, "check": 3, "run": 4}
+__all__ = ["STATUS_LABEL", "STATUS_ORDER", "Badge", "SnippetEvidence", "TargetEvidence", "gpu_word", "rank",
+           "snippet_evidence", "target_evidence"]  # fmt: skip
+
+WARNING = "warning"
+"""The badge status of a compiler warning that limits what a pass proves."""
 SYMBOL = {"pass": "✓", "xfail": "✓", "fail": "✗", "error": "✗", "timeout": "✗", "skipped": "⏸",
-          "unverified": "~", "stale": "↻", "unknown": "·"}  # fmt: skip
+          "unverified": "~", "stale": "↻", "unknown": "·", "partial": "◐", WARNING: "⚠"}  # fmt: skip
 MAX_LINE = 160
 
 
@@ -57,11 +58,7 @@ class SnippetEvidence:
     snippet: SnippetPublic
     targets: list[TargetEvidence]
     note: Badge | None = None  # sketch or invalid block: one badge instead of per-target ones
-
-
-def rank(status: str) -> int:
-    """Sort key putting failures first."""
-    return STATUS_ORDER.index(status) if status in STATUS_ORDER else len(STATUS_ORDER)
+    summary: Badge | None = None  # what holds over every declared target, in words
 
 
 def first_line(text: str | None) -> str:
@@ -80,12 +77,6 @@ def error_line(record: EvidencePublic) -> str:
         if re.search(r"\berror\b", line, re.IGNORECASE):
             return first_line(line)
     return first_line(record.message) or first_line(output) or f"{record.step} {record.status}"
-
-
-def gpu_word(target: str) -> str:
-    """`sm_100a` → `SM100`: how a reader names the GPU a target needs."""
-    m = re.match(r"sm_?(\d+)", target, re.IGNORECASE)
-    return f"SM{m.group(1)}" if m else target
 
 
 def step_badge(record: EvidencePublic, target: str) -> Badge:
@@ -116,13 +107,27 @@ def step_badge(record: EvidencePublic, target: str) -> Badge:
     return Badge(status, f"{step} {status} on {target}")
 
 
-def target_evidence(target: str, records: list[EvidencePublic]) -> TargetEvidence:
-    """Badges for one target, in build order (compile, checks, run)."""
-    records = sorted(records, key=lambda r: STEP_ORDER.get(r.step, 9))
+def warning_badges(record: EvidencePublic) -> list[Badge]:
+    """A passing record's compiler warnings that limit what the pass proves (e.g. ptxas ignored setmaxnreg)."""
+    if record.stale or record.status != "pass":
+        return []
+    return [Badge(WARNING, f"{record.target}: {w}") for w in record.warnings]
+
+
+def target_evidence(target: str, records: list[EvidencePublic], status: str | None = None) -> TargetEvidence:
+    """Badges for one target, in build order (compile, checks, run), each step's warnings after it.
+
+    `status`: the target's status as its snippet's summary judged it (every step the mode needs);
+    without it, the worst of the steps present.
+    """
+    records = sorted(records, key=lambda r: step_rank(r.step))
     if not records:
-        return TargetEvidence(target, "unknown", [Badge("unknown", f"not yet verified on {target}")])
-    badges = [step_badge(r, target) for r in records]
-    return TargetEvidence(target, target_status(records), badges, records, max(r.timestamp for r in records))
+        return TargetEvidence(target, status or "unknown", [Badge("unknown", f"not yet verified on {target}")])
+    badges = [b for r in records for b in (step_badge(r, target), *warning_badges(r))]
+    status = status or target_status(records)
+    if status == "unknown":
+        badges.append(Badge("unknown", f"not fully verified on {target}: a step its mode needs has no record"))
+    return TargetEvidence(target, status, badges, records, max(r.timestamp for r in records))
 
 
 def snippet_evidence(snippet: SnippetPublic, error: str | None = None) -> SnippetEvidence:
@@ -132,7 +137,9 @@ def snippet_evidence(snippet: SnippetPublic, error: str | None = None) -> Snippe
     if snippet.mode == "error":
         return SnippetEvidence(snippet, [], Badge("error", f"invalid snippet: {first_line(error) or 'see the page lint'}"))
     targets = list(snippet.targets) + [t for t in snippet.evidence if t not in snippet.targets]
-    return SnippetEvidence(snippet, [target_evidence(t, snippet.evidence.get(t, [])) for t in targets])
+    panels = [target_evidence(t, snippet.evidence.get(t, []), snippet.target_status.get(t)) for t in targets]
+    summary = Badge(snippet.status, snippet.summary) if snippet.summary else None
+    return SnippetEvidence(snippet, panels, summary=summary)
 
 
 def describe(value: Any) -> str:
