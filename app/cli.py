@@ -60,24 +60,34 @@ def index(wiki: WikiOpt = None, db: DbOpt = None, force: Annotated[bool, typer.O
 
 
 @cli.command()
-def lint(wiki: WikiOpt = None) -> None:
-    """Check every page; exit 1 when there are errors (warnings are reported too)."""
+def lint(
+    wiki: WikiOpt = None,
+    evidence: Annotated[Optional[Path], typer.Option("--evidence", help="folder of evidence JSONL the claims are checked against [env KERNELWIKI_EVIDENCE]")] = None,
+) -> None:
+    """Check every page, and its confidence/evidence_level against its snippets' evidence; exit 1 on errors."""
+    from app.claims import lint_claims, read_evidence
     from app.pages import load_wiki
     from snippets.extract import extract_snippets
 
-    settings = settings_for(wiki, None)
+    settings = settings_for(wiki, None, evidence=evidence)
     if not settings.wiki.is_dir():
         err.print(f"{settings.wiki}: error: not a folder", markup=False)
         raise typer.Exit(1)
     wiki_data = load_wiki(settings.wiki)
     diags = list(wiki_data.diagnostics)
+    snippets_by_page = {}
     for page in wiki_data.pages.values():
-        _, problems = extract_snippets(page.id, page.path, page.body, page.body_line, page.architectures)
+        found, problems = extract_snippets(page.id, page.path, page.body, page.body_line, page.architectures)
+        snippets_by_page[page.id] = found
         diags += [p for p in problems]
+    records, unreadable = read_evidence(settings.evidence)
+    diags += lint_claims(wiki_data.pages.values(), snippets_by_page, records)
+    for line in unreadable:
+        typer.echo(line, err=True)
     for d in sorted(diags, key=lambda d: (d.path, d.line)):
         typer.echo(str(d), err=True)
-    errors = sum(1 for d in diags if d.severity == "error")
-    warnings = len(diags) - errors
+    errors = sum(1 for d in diags if d.severity == "error") + len(unreadable)
+    warnings = len(diags) + len(unreadable) - errors
     out.print(f"{len(wiki_data.pages)} pages, {errors} errors, {warnings} warnings", highlight=False)
     if errors:
         raise typer.Exit(1)

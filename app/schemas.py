@@ -138,3 +138,6 @@ class PagePublic(BaseModel):
         description="per declared target: how many snippets have each status there ('*': sketches and invalid blocks)",
     )
     evidence_text: str = Field(default="", description="what the page's code was proven to do, per target, in words")
+    claim_problems: list[str] = Field(
+        default_factory=list, description="where confidence/evidence_level claims more than the snippets' evidence shows (app/claims.py)"
+    )

@@ -20,6 +20,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.engine import Engine
 
 from app.db import create_schema, make_engine, search_backend
+from app.claims import claim_problems, facts_from_public
 from app.evidence_store import EvidenceStore, page_evidence_text
 from app.index import IndexReport, family, reindex
 from app.models import (
@@ -343,6 +344,7 @@ class Store:
             backlinks=backlinks, snippets=snippets,
             evidence_summary={t: dict(c) for t, c in summary.items()},
             evidence_text=page_evidence_text(snippets),
+            claim_problems=[f"{key}: {why}" for key, why in claim_problems(meta.get("confidence"), meta.get("evidence_level"), facts_from_public(snippets))],
         )  # fmt: skip
 
     def graph(self) -> dict[str, Any]:
