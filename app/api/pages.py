@@ -6,29 +6,31 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
 
-from app.deps import FiltersDep, Limit, Offset, StoreDep
+from app.deps import ConnDep, FiltersDep, Limit, Offset, StoreDep
 from app.schemas import PageList, PagePublic, PageSummary
+from app.store import GRAPH_LIMIT
 
 router = APIRouter(prefix="/api", tags=["pages"])
 
 
 @router.get("/pages", response_model=PageList)
-def list_pages(store: StoreDep, filters: FiltersDep, limit: Limit = 50, offset: Offset = 0) -> PageList:
-    return store.list_pages(filters, limit=limit, offset=offset)
+def list_pages(store: StoreDep, conn: ConnDep, filters: FiltersDep, limit: Limit = 50, offset: Offset = 0) -> PageList:
+    """One window of the filtered pages (LIMIT/OFFSET in SQL), the exact total, and facets."""
+    return store.list_pages(filters, limit=limit, offset=offset, conn=conn)
 
 
 @router.get("/pages/{page_id}", response_model=PagePublic)
-def get_page(store: StoreDep, page_id: str) -> PagePublic:
-    page = store.get_page(page_id)
+def get_page(store: StoreDep, conn: ConnDep, page_id: str) -> PagePublic:
+    page = store.get_page(page_id, conn=conn)
     if page is None:
         raise HTTPException(404, f"no page with id '{page_id}'")
     return page
 
 
 @router.get("/resolve", response_model=PageSummary)
-def resolve(store: StoreDep, name: Annotated[str, Query(min_length=1, max_length=500)]) -> PageSummary:
-    page_id = store.resolve(name)
-    page = store.get_page(page_id) if page_id else None
+def resolve(store: StoreDep, conn: ConnDep, name: Annotated[str, Query(min_length=1, max_length=500)]) -> PageSummary:
+    page_id = store.resolve(name, conn=conn)
+    page = store.get_page(page_id, conn=conn) if page_id else None
     if page is None:
         raise HTTPException(404, f"no page has the alias, title or id '{name}'")
     return PageSummary(
@@ -39,5 +41,19 @@ def resolve(store: StoreDep, name: Annotated[str, Query(min_length=1, max_length
 
 
 @router.get("/graph")
-def graph(store: StoreDep) -> dict[str, Any]:
-    return store.graph()
+def graph(
+    store: StoreDep,
+    conn: ConnDep,
+    page: Annotated[str | None, Query(max_length=200, description="a page id: answer with its neighbourhood")] = None,
+    depth: Annotated[int, Query(ge=1, le=3, description="links away from `page`")] = 1,
+    limit: Annotated[int, Query(ge=1, le=1000, description="most nodes in the answer")] = GRAPH_LIMIT,
+) -> dict[str, Any]:
+    """A bounded part of the link graph: the neighbourhood of `page`, or the `limit` most-linked pages.
+
+    `nodes` carry their degree in the whole graph; `edges` are the links among the nodes returned;
+    `total_nodes`/`total_edges` count the whole graph.
+    """
+    page_id = store.resolve(page, conn=conn) if page is not None else None
+    if page is not None and page_id is None:
+        raise HTTPException(404, f"no page has the alias, title or id '{page}'")
+    return store.graph(page=page_id, depth=depth, limit=limit, conn=conn)

@@ -1,6 +1,6 @@
 """Read queries the HTML views need beyond `Store`'s: page source, link map, run summary.
 
-They read the same tables through `store.engine`, never write.
+They read through the request's connection, never write.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def page_source(conn: Connection, page_id: str) -> PageSource | None:
 
 
 def link_map(conn: Connection) -> LinkMap:
+    """Every page's id and path: read once per index generation (callers cache it), never per request."""
     rows = conn.execute(select(PageRow.id, PageRow.path)).all()
     paths = {path: pid for pid, path in rows}
     return LinkMap(frozenset(paths.values()), paths, hash(frozenset(paths.items())))
@@ -59,11 +60,11 @@ def latest_run(conn: Connection) -> dict[str, Any] | None:
     return json.loads(row.data) if row else None
 
 
-def data_version(conn: Connection) -> tuple[int | None, int, str | None]:
-    """Changes whenever snippets or evidence change: the index generation and the evidence count.
+def generation(conn: Connection) -> int | None:
+    """The index generation: grows with every reindex that changed something."""
+    return conn.execute(select(StateRow.value).where(StateRow.key == "generation")).scalar()
 
-    Evidence is only ever added (a record id is stored once), so its count grows with every insert.
-    """
-    generation = conn.execute(select(StateRow.value).where(StateRow.key == "generation")).scalar()
-    count, newest = conn.execute(select(func.count(EvidenceRow.record_id), func.max(EvidenceRow.timestamp))).one()
-    return generation, count or 0, newest
+
+def page_titles(conn: Connection, page_ids: list[str]) -> dict[str, str]:
+    """Titles of the given pages (a window's, never the whole wiki's)."""
+    return dict(conn.execute(select(PageRow.id, PageRow.title).where(PageRow.id.in_(page_ids))).all()) if page_ids else {}

@@ -1,4 +1,7 @@
-"""The docs browser's HTML views: home, page, search, alias, evidence dashboard, graph."""
+"""The docs browser's HTML views: home, page, search, alias, evidence dashboard, graph.
+
+Every view takes the request's one connection (`ConnDep`) and passes it down.
+"""
 
 from __future__ import annotations
 
@@ -8,48 +11,57 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
-from app.deps import SettingsDep, StoreDep
+from app.deps import ConnDep, SettingsDep, StoreDep
 from app.store import Filters
-from app.web.graph import graph_key, layout
+from app.web import queries
+from app.web.graph import GRAPH_NODES, layout
 from app.web.respond import html_page
 from app.web.state import web_state
 from app.web.views import dashboard_view, home_view, listing_as_results, page_view
 
 router = APIRouter(include_in_schema=False)
 Param = Annotated[str | None, Query(max_length=200)]
+Offset = Annotated[int, Query(ge=0, le=1_000_000)]
 
 
 @router.get("/")
-def home(request: Request, store: StoreDep, arch: Param = None, type: Param = None, tag: Param = None) -> Response:
-    view = home_view(store, web_state(request), arch or None, type or None, tag or None)
-    return html_page(request, "home.html", {"view": view, "arch": arch or "", "type": type or "", "tag": tag or "", "title": None})
+def home(request: Request, store: StoreDep, conn: ConnDep, arch: Param = None, type: Param = None, tag: Param = None, offset: Offset = 0) -> Response:
+    view = home_view(store, web_state(request), arch or None, type or None, tag or None, offset=offset, conn=conn)
+    base = {k: v for k, v in {"arch": arch, "type": type, "tag": tag}.items() if v}
+
+    def at(new_offset: int | None) -> str | None:
+        return None if new_offset is None else "/?" + urlencode({**base, **({"offset": new_offset} if new_offset else {})})
+
+    context = {"view": view, "arch": arch or "", "type": type or "", "tag": tag or "", "title": None,
+               "next_url": at(view.next_offset), "prev_url": at(view.prev_offset)}  # fmt: skip
+    return html_page(request, "home.html", context)
 
 
-def _page_response(request: Request, store: StoreDep, page_id: str, canonical: bool) -> Response:
-    view = page_view(store, web_state(request), page_id)
+def _page_response(request: Request, store: StoreDep, conn: ConnDep, page_id: str, canonical: bool) -> Response:
+    view = page_view(store, web_state(request), page_id, conn)
     if view is None:
         raise HTTPException(404, f"There is no page with the id “{page_id}”.")
     return html_page(request, "page.html", {"view": view, "p": view.page, "title": view.page.title, "canonical": canonical})
 
 
 @router.get("/pages/{page_id}")
-def page(request: Request, store: StoreDep, page_id: str) -> Response:
-    return _page_response(request, store, page_id, canonical=False)
+def page(request: Request, store: StoreDep, conn: ConnDep, page_id: str) -> Response:
+    return _page_response(request, store, conn, page_id, canonical=False)
 
 
 @router.get("/wiki/{path:path}")
-def wiki_file(request: Request, store: StoreDep, path: str) -> Response:
+def wiki_file(request: Request, store: StoreDep, conn: ConnDep, path: str) -> Response:
     """A page by its file's path under wiki/ (with or without `.md`)."""
-    page_id = store.page_by_path(path) or (store.page_by_path(path + ".md") if not path.endswith(".md") else None)
+    page_id = store.page_by_path(path, conn=conn) or (store.page_by_path(path + ".md", conn=conn) if not path.endswith(".md") else None)
     if page_id is None:
         raise HTTPException(404, f"No wiki file is at “{path}”.")
-    return _page_response(request, store, page_id, canonical=True)
+    return _page_response(request, store, conn, page_id, canonical=True)
 
 
 @router.get("/a/{alias:path}")
-def alias(store: StoreDep, alias: str) -> Response:
+def alias(store: StoreDep, conn: ConnDep, alias: str) -> Response:
     """An alias, title or id → a redirect to its page."""
-    page_id = store.resolve(alias)
+    page_id = store.resolve(alias, conn=conn)
     if page_id is None:
         raise HTTPException(404, f"No page is called “{alias}”.")
     return RedirectResponse(f"/pages/{page_id}", status_code=302)
@@ -57,43 +69,60 @@ def alias(store: StoreDep, alias: str) -> Response:
 
 @router.get("/search")
 def search(
-    request: Request, store: StoreDep, settings: SettingsDep, q: str = "",
+    request: Request, store: StoreDep, conn: ConnDep, settings: SettingsDep, q: str = "",
     type: Param = None, arch: Param = None, tag: Param = None,
     offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
 ) -> Response:  # fmt: skip
     """Ranked section search; with filters but no words, the pages the filters select."""
     filters = Filters(type=type or None, arch=arch or None, tag=tag or None)
-    result = None
-    if q.strip():
-        result = store.search(q, filters, limit=20, offset=offset, max_chars=settings.search_max_query_chars)
-    elif filters.as_params():
-        result = listing_as_results(store.list_pages(filters, limit=20, offset=offset))
+    problems = store.filter_problems(filters, conn=conn)
+    result = None  # a filter value no page has is answered with its message on the search page, as a 422
+    if q.strip() and not problems:
+        result = store.search(q, filters, limit=20, offset=offset, max_chars=settings.search_max_query_chars, conn=conn)
+    elif filters.as_params() and not problems:
+        result = listing_as_results(store.list_pages(filters, limit=20, offset=offset, conn=conn))
     base = {"q": q, **filters.as_params()}
 
     def with_(**change: str | None) -> str:
         params = {**base, **change}
         return "/search?" + urlencode({k: v for k, v in params.items() if v})
 
-    return html_page(request, "search.html", {"q": q, "result": result, "filters": filters, "with_": with_, "title": f"Search: {q}" if q else "Search"})
+    context = {"q": q, "result": result, "filters": filters, "with_": with_, "title": f"Search: {q}" if q else "Search",
+               "problems": [p.message for p in problems]}  # fmt: skip
+    return html_page(request, "search.html", context, status=422 if problems else 200)
 
 
 @router.get("/evidence")
-def evidence(request: Request, store: StoreDep, status: Param = None, target: Param = None, page: Param = None) -> Response:
-    view = dashboard_view(store, web_state(request), status or None, target or None, page or None)
+def evidence(
+    request: Request, store: StoreDep, conn: ConnDep, status: Param = None, target: Param = None, page: Param = None, offset: Offset = 0
+) -> Response:
+    view = dashboard_view(store, web_state(request), status or None, target or None, page or None, offset=offset, conn=conn)
     chosen = {"status": status or "", "target": target or "", "page": page or ""}
-    return html_page(request, "evidence.html", {"view": view, "chosen": chosen, "title": "Evidence"})
+    base = {k: v for k, v in chosen.items() if v}
+
+    def at(new_offset: int | None) -> str | None:
+        return None if new_offset is None else "/evidence?" + urlencode({**base, **({"offset": new_offset} if new_offset else {})})
+
+    context = {"view": view, "chosen": chosen, "title": "Evidence", "next_url": at(view.next_offset), "prev_url": at(view.prev_offset)}
+    return html_page(request, "evidence.html", context)
 
 
 @router.get("/graph")
-def graph(request: Request, store: StoreDep) -> Response:
-    """The related-pages graph; its drawing is laid out and rendered once per graph content."""
-    data = store.graph()
+def graph(request: Request, store: StoreDep, conn: ConnDep, page: Param = None) -> Response:
+    """The most-linked pages, or the neighbourhood of `page`; each drawing is laid out once per index generation."""
+    page_id = store.resolve(page, conn=conn) if page else None
+    if page and page_id is None:
+        raise HTTPException(404, f"No page is called “{page}”.")
     web = web_state(request)
+    key = (queries.generation(conn), page_id)
 
     def draw() -> tuple[str, dict[str, object]]:
+        data = store.graph(page=page_id, depth=1, limit=GRAPH_NODES, conn=conn)
         drawn = layout(data)
-        counts = {"nodes": len(drawn.nodes), "edges": len(drawn.edges), "types": drawn.types}
-        return web.env.get_template("_graph.html").render(layout=drawn), counts
+        counts = {"nodes": len(drawn.nodes), "edges": len(drawn.edges), "types": drawn.types,
+                  "total_nodes": data["total_nodes"], "total_edges": data["total_edges"]}  # fmt: skip
+        return web.env.get_template("_graph.html").render(layout=drawn, center=page_id), counts
 
-    drawing, counts = web.graphs.get_or_make(graph_key(data), draw)
-    return html_page(request, "graph.html", {"drawing": drawing, "counts": counts, "title": "Graph"})
+    drawing, counts = web.graphs.get_or_make(key, draw)
+    context = {"drawing": drawing, "counts": counts, "title": "Graph", "center": page_id, "asked": page or ""}
+    return html_page(request, "graph.html", context)

@@ -9,8 +9,11 @@ import html
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
+from sqlalchemy.engine import Connection
+
+from app import evidence_status
 from app.schemas import PageList, PagePublic, PageSummary, SearchPublic, SearchResult, SnippetPublic
 from app.store import Filters, Store
 from app.web import queries
@@ -19,6 +22,8 @@ from app.web.render import Segment, render_body, toc_items
 from app.web.state import WebState
 
 SAFE_URL = re.compile(r"^https?://[^\s\"'<>]+$", re.IGNORECASE)
+HOME_PAGE_SIZE = 100  # page cards per home page window
+DASHBOARD_PAGE_SIZE = 100  # snippet × target rows per evidence dashboard window
 KNOWN_META = {"id", "title", "type", "architectures", "languages", "tags", "aliases", "confidence",
               "evidence_level", "evidence_basis", "related", "sources"}  # fmt: skip
 
@@ -47,15 +52,15 @@ class PageView:
     counts: dict[str, int]  # snippet statuses on this page
 
 
-def page_view(store: Store, web: WebState, page_id: str) -> PageView | None:
+def page_view(store: Store, web: WebState, page_id: str, conn: Connection) -> PageView | None:
     """Fetch a page and render its body with evidence slots (body cached per content)."""
-    page = store.get_page(page_id)
+    page = store.get_page(page_id, conn=conn)
     if page is None:
         return None
-    with store.engine.connect() as conn:
-        source = queries.page_source(conn, page_id)
-        links = queries.link_map(conn)
-        errors = queries.snippet_errors(conn, page_id) if any(s.mode == "error" for s in page.snippets) else {}
+    source = queries.page_source(conn, page_id)
+    generation = queries.generation(conn)
+    links = web.links.get_or_make(generation, lambda: queries.link_map(conn))
+    errors = queries.snippet_errors(conn, page_id) if any(s.mode == "error" for s in page.snippets) else {}
     if source is None:
         return None
     snippet_key = tuple((s.id, s.line, s.content_hash) for s in page.snippets)
@@ -71,58 +76,64 @@ def page_view(store: Store, web: WebState, page_id: str) -> PageView | None:
 
 
 @dataclass(frozen=True)
-class SnippetTable:
-    """Every snippet with its evidence, the dashboard's rows, and the newest record: one data version."""
+class Summary:
+    """Snippet status counts and the newest run, for one data version."""
 
-    snippets: list[SnippetPublic]
-    rows: list["DashboardRow"]
-    latest: dict[str, Any] | None
-    evidence_total: int
-
-
-def snippet_table(store: Store, web: WebState) -> SnippetTable:
-    """All snippets and dashboard rows, rebuilt only when the index or the evidence changed."""
-    with store.engine.connect() as conn:
-        version = queries.data_version(conn)
-
-        def build() -> SnippetTable:
-            snippets = store.evidence.snippets_with_evidence(conn)
-            titles = {p.id: p.title for p in store.list_pages(Filters(), limit=100_000).pages}
-            rows = [row for s in snippets for row in dashboard_rows(s, titles.get(s.page_id, s.page_id))]
-            return SnippetTable(snippets, rows, queries.latest_run(conn), version[1])
-
-        return web.snippets.get_or_make(version, build)
-
-
-@dataclass
-class HomeView:
-    groups: list[tuple[str, list[tuple[str, list[PageSummary]]]]]  # type → [(vendor, pages)]
-    total: int
-    arch_facets: dict[str, int]
-    type_facets: dict[str, int]
-    page_status: dict[str, Counter[str]]  # page id → snippet status counts
     status_counts: Counter[str]
     snippet_total: int
     evidence_total: int
     latest: dict[str, Any] | None
 
 
-def home_view(store: Store, web: WebState, arch: str | None, type_: str | None, tag: str | None = None) -> HomeView:
-    everything = store.list_pages(Filters(), limit=100_000)
-    listing = store.list_pages(Filters(arch=arch, type=type_, tag=tag), limit=100_000) if (arch or type_ or tag) else everything
-    grouped: dict[str, dict[str, list[PageSummary]]] = defaultdict(lambda: defaultdict(list))
-    for p in listing.pages:
-        grouped[p.type][vendor_of(p)].append(p)
-    groups = [(t, sorted(v.items())) for t, v in sorted(grouped.items(), key=lambda kv: (kv[0] == "source", kv[0]))]
-    table = snippet_table(store, web)
-    snippets, latest, ev_total = table.snippets, table.latest, table.evidence_total
-    page_status: dict[str, Counter[str]] = defaultdict(Counter)
-    for s in snippets:
-        page_status[s.page_id][s.status] += 1
+def summary(store: Store, conn: Connection) -> Summary:
+    """From the store's status index (rebuilt only when the index or the evidence changed)."""
+    index = store.status_index(conn)
+    counts = index.counts()
+    return Summary(counts, len(index.snippets), index.version[1], queries.latest_run(conn))
+
+
+@dataclass
+class HomeView:
+    groups: list[tuple[str, list[tuple[str, list[PageSummary]]]]]  # type → [(vendor, pages)], this window's pages
+    total: int  # pages the filters select
+    offset: int
+    limit: int
+    arch_facets: dict[str, int]
+    type_facets: dict[str, int]
+    page_status: dict[str, Counter[str]]  # page id → snippet status counts (this window's pages)
+    status_counts: Counter[str]
+    snippet_total: int
+    evidence_total: int
+    latest: dict[str, Any] | None
+
+    @property
+    def next_offset(self) -> int | None:
+        return self.offset + self.limit if self.offset + self.limit < self.total else None
+
+    @property
+    def prev_offset(self) -> int | None:
+        return max(0, self.offset - self.limit) if self.offset > 0 else None
+
+
+def home_view(
+    store: Store, web: WebState, arch: str | None, type_: str | None, tag: str | None = None,
+    offset: int = 0, conn: Connection | None = None, limit: int = HOME_PAGE_SIZE,
+) -> HomeView:  # fmt: skip
+    """One window of the pages the filters select, with facets and the verification summary, all from SQL."""
+    with store.connection(conn) as conn:
+        facets = store.page_facets(conn, Filters())
+        listing = store.list_pages(Filters(arch=arch, type=type_, tag=tag), limit=limit, offset=offset, conn=conn, facets=False)
+        grouped: dict[str, dict[str, list[PageSummary]]] = defaultdict(lambda: defaultdict(list))
+        for p in listing.pages:
+            grouped[p.type][vendor_of(p)].append(p)
+        groups = [(t, sorted(v.items())) for t, v in sorted(grouped.items(), key=lambda kv: (kv[0] == "source", kv[0]))]
+        per_page = store.status_index(conn).page_counts([p.id for p in listing.pages])
+        total = summary(store, conn)
     return HomeView(
-        groups=groups, total=listing.total, arch_facets=dict(sorted(everything.facets.get("arch", {}).items(), key=_arch_order)),
-        type_facets=everything.facets.get("type", {}), page_status=page_status,
-        status_counts=Counter(s.status for s in snippets), snippet_total=len(snippets), evidence_total=ev_total, latest=latest,
+        groups=groups, total=listing.total, offset=offset, limit=limit,
+        arch_facets=dict(sorted(facets.get("arch", {}).items(), key=_arch_order)),
+        type_facets=facets.get("type", {}), page_status=per_page,
+        status_counts=total.status_counts, snippet_total=total.snippet_total, evidence_total=total.evidence_total, latest=total.latest,
     )  # fmt: skip
 
 
@@ -158,37 +169,93 @@ class DashboardRow:
 
 @dataclass
 class DashboardView:
-    rows: list[DashboardRow]
-    total: int
+    rows: list[DashboardRow]  # this window's rows
+    total: int  # rows after every filter
     statuses: dict[str, int]  # status → rows, before the status filter
     targets: list[str]
-    pages: list[tuple[str, str]]  # (id, title)
+    pages: list[tuple[str, str]]  # (id, title) of pages with snippets (at most 1000)
     latest: dict[str, Any] | None
+    offset: int = 0
+    limit: int = DASHBOARD_PAGE_SIZE
+
+    @property
+    def next_offset(self) -> int | None:
+        return self.offset + self.limit if self.offset + self.limit < self.total else None
+
+    @property
+    def prev_offset(self) -> int | None:
+        return max(0, self.offset - self.limit) if self.offset > 0 else None
 
 
 def dashboard_rows(s: SnippetPublic, page_title: str) -> list[DashboardRow]:
     """One row per target of a snippet; a single row for a sketch or an invalid block."""
     if s.mode in ("sketch", "error"):
-        note = snippet_evidence(s, "invalid attributes").note
-        assert note is not None
-        return [DashboardRow(s, page_title, TargetEvidence("—", note.status, [note]))]
+        return [sketch_or_invalid_row(s, page_title)]
     targets = list(s.targets) + [t for t in s.evidence if t not in s.targets]
     return [DashboardRow(s, page_title, target_evidence(t, s.evidence.get(t, []))) for t in targets]
 
 
-def dashboard_view(store: Store, web: WebState, status: str | None, target: str | None, page: str | None) -> DashboardView:
-    """Every snippet × target, failures first, filtered by status, target and page."""
-    table = snippet_table(store, web)
-    rows = table.rows
-    all_targets = sorted({r.target.target for r in rows if r.target.target != "—"}, key=target_order)
-    pages = sorted({(r.snippet.page_id, r.page_title) for r in rows}, key=lambda p: p[1].lower())
-    if target:
-        rows = [r for r in rows if r.target.target == target]
-    if page:
-        rows = [r for r in rows if r.snippet.page_id == page]
-    statuses = Counter(r.target.status for r in rows)
-    if status:
-        rows = [r for r in rows if r.target.status == status]
-    rows = sorted(rows, key=lambda r: (rank(r.target.status), r.snippet.page_id, r.snippet.position, target_order(r.target.target)))
-    ordered = {s: statuses[s] for s in STATUS_ORDER if statuses.get(s)}
-    return DashboardView(rows, len(rows), ordered, all_targets, pages, table.latest)
+def sketch_or_invalid_row(s: SnippetPublic, page_title: str) -> DashboardRow:
+    note = snippet_evidence(s, "invalid attributes").note
+    assert note is not None
+    return DashboardRow(s, page_title, TargetEvidence("—", note.status, [note]))
+
+
+class RowKey(NamedTuple):
+    """One dashboard row, compact: what filtering, counting and ordering need."""
+
+    rank: int
+    page_id: str
+    position: int
+    target_key: tuple[int, str]
+    snippet_id: str
+    target: str
+    status: str
+
+
+def dashboard_keys(store: Store, web: WebState, conn: Connection) -> list[RowKey]:
+    """Every snippet × target row, failures first, as compact keys; built once per data version."""
+    version = evidence_status.data_version(conn)
+
+    def build() -> list[RowKey]:
+        keys = [
+            RowKey(rank(r.target.status), s.page_id, s.position, target_order(r.target.target), s.id, r.target.target, r.target.status)
+            for s in store.evidence.snippets_with_evidence(conn) for r in dashboard_rows(s, "")
+        ]  # fmt: skip
+        return sorted(keys)
+
+    return web.snippets.get_or_make(("dashboard", version), build)
+
+
+def dashboard_view(
+    store: Store, web: WebState, status: str | None, target: str | None, page: str | None,
+    offset: int = 0, conn: Connection | None = None, limit: int = DASHBOARD_PAGE_SIZE,
+) -> DashboardView:  # fmt: skip
+    """One window of the snippet × target rows, failures first, filtered and counted over compact keys.
+
+    Only the window's snippets are read with their evidence; the keys are rebuilt when the data changes.
+    """
+    with store.connection(conn) as conn:
+        keys = dashboard_keys(store, web, conn)
+        all_targets = sorted({k.target for k in keys if k.target != "—"}, key=target_order)
+        chosen = [k for k in keys if (not target or k.target == target) and (not page or k.page_id == page)]
+        statuses = Counter(k.status for k in chosen)
+        if status:
+            chosen = [k for k in chosen if k.status == status]
+        window = chosen[offset : offset + limit]
+        ids = sorted({k.snippet_id for k in window})
+        snippets = {s.id: s for s in store.evidence.snippets_with_evidence(conn, ids=ids)} if ids else {}
+        page_ids = sorted({k.page_id for k in keys})
+        titles = queries.page_titles(conn, page_ids[:1000])  # the page picker offers at most 1000
+        window_titles = queries.page_titles(conn, sorted({k.page_id for k in window}))
+        latest = queries.latest_run(conn)
+    rows = []
+    for k in window:
+        s = snippets.get(k.snippet_id)
+        if s is None:
+            continue
+        title = window_titles.get(s.page_id, s.page_id)
+        rows.append(sketch_or_invalid_row(s, title) if k.target == "—" else DashboardRow(s, title, target_evidence(k.target, s.evidence.get(k.target, []))))
+    pages = sorted(titles.items(), key=lambda p: p[1].lower())
+    ordered = {st: statuses[st] for st in STATUS_ORDER if statuses.get(st)}
+    return DashboardView(rows, len(chosen), ordered, all_targets, pages, latest, offset, limit)

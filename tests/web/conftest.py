@@ -118,7 +118,7 @@ def snippets(server: Any) -> list[dict[str, Any]]:
     """The demo page's snippets as the API returns them (ids, targets, content hashes)."""
     import httpx
 
-    return httpx.get(f"{server.url}/api/snippets", params={"page": "web-demo"}).json()
+    return httpx.get(f"{server.url}/api/snippets", params={"page": "web-demo"}).json()["snippets"]
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,108 @@
+"""Snippet statuses for listings: paged in SQL where no status is asked for, else from a status index.
+
+A snippet's status follows the rules of `runner.status` (their one home), applied by
+`EvidenceStore.snippets_with_evidence`. Listings that filter or count by status use a
+`StatusIndex`: one compact row per snippet (id, page, position, language, targets,
+status), built by applying those rules to every snippet once per *data version*
+(index generation, evidence count, newest record) and kept by the `Store`. So a
+request filters and pages small tuples; only the first request after the wiki or
+the evidence changed reads the evidence to rebuild it. Listings without a status
+filter never read evidence: `snippet_window` pages the snippet table in SQL.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from sqlalchemy import func, select, text
+from sqlalchemy.engine import Connection
+
+from app.models import EvidenceRow, StateRow
+
+
+def data_version(conn: Connection) -> tuple[Any, ...]:
+    """Changes whenever snippets or evidence change: the index generation, the evidence count and newest stamp.
+
+    Evidence is only ever added (a record id is stored once), so its count grows with every insert.
+    """
+    generation = conn.execute(select(StateRow.value).where(StateRow.key == "generation")).scalar()
+    count, newest = conn.execute(select(func.count(EvidenceRow.record_id), func.max(EvidenceRow.timestamp))).one()
+    return generation, count or 0, newest
+
+
+class SnippetState(NamedTuple):
+    id: str
+    page_id: str
+    position: int
+    lang: str
+    targets: tuple[str, ...]
+    status: str
+
+
+@dataclass(frozen=True)
+class StatusIndex:
+    """Every snippet's status, in page and position order, for one data version."""
+
+    version: tuple[Any, ...]
+    snippets: list[SnippetState]
+
+    def select(self, page_id: str | None = None, lang: str | None = None, target: str | None = None, status: str | None = None) -> list[SnippetState]:
+        return [
+            s for s in self.snippets
+            if (not page_id or s.page_id == page_id) and (not lang or s.lang == lang)
+            and (not target or target in s.targets) and (not status or s.status == status)
+        ]  # fmt: skip
+
+    def counts(self) -> Counter[str]:
+        return Counter(s.status for s in self.snippets)
+
+    def page_counts(self, page_ids: list[str]) -> dict[str, Counter[str]]:
+        wanted = set(page_ids)
+        out: dict[str, Counter[str]] = {}
+        for s in self.snippets:
+            if s.page_id in wanted:
+                out.setdefault(s.page_id, Counter())[s.status] += 1
+        return out
+
+
+def build_status_index(conn: Connection, evidence: Any, version: tuple[Any, ...]) -> StatusIndex:
+    """Apply the status rules to every snippet (reads all snippets and evidence: once per data version)."""
+    rows = [
+        SnippetState(s.id, s.page_id, s.position, s.lang, tuple(s.targets), s.status)
+        for s in evidence.snippets_with_evidence(conn)
+    ]
+    return StatusIndex(version, rows)
+
+
+@dataclass
+class SnippetWindow:
+    ids: list[str]
+    total: int
+
+
+def snippet_window(
+    conn: Connection, page_id: str | None = None, lang: str | None = None, target: str | None = None,
+    limit: int = 50, offset: int = 0,
+) -> SnippetWindow:  # fmt: skip
+    """Ids of one window of snippets (page, position order) and the exact total, filtered and paged in SQL.
+
+    Reads no evidence. (`target` matches a declared target: the JSON list is searched for the quoted name.)
+    """
+    where: list[str] = []
+    params: dict[str, Any] = {"lim": limit, "off": offset}
+    if page_id:
+        where.append("s.page_id = :page")
+        params["page"] = page_id
+    if lang:
+        where.append("s.lang = :lang")
+        params["lang"] = lang
+    if target:
+        # a LIKE on the JSON text, with the wildcards in the name escaped so `sm_90a` matches only itself
+        where.append("s.targets LIKE :target_like ESCAPE '!'")
+        params["target_like"] = '%"' + target.replace("!", "!!").replace("%", "!%").replace("_", "!_") + '"%'
+    cond = ("WHERE " + " AND ".join(where)) if where else ""
+    total = conn.execute(text(f"SELECT count(*) FROM snippet s {cond}"), params).scalar() or 0
+    ids = [r[0] for r in conn.execute(text(f"SELECT s.id FROM snippet s {cond} ORDER BY s.page_id, s.position LIMIT :lim OFFSET :off"), params)]
+    return SnippetWindow(ids, total)
