@@ -10,22 +10,22 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from datetime import datetime, timezone
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from sqlalchemy import func, insert, select
 from sqlalchemy.engine import Connection, Engine
 
+from app.evidence_ingest import EvidenceIn, canonical_stamp, parse_record
 from app.models import EvidenceRow, SnippetRow
 from app.schemas import EvidencePublic, SnippetPublic
 from runner import diagnostics
 from runner import status as status_rules
 from runner.status import STALE, SnippetSummary, StepFact, needed_steps, summarize_snippet
 
-REQUIRED = ("record_id", "snippet_id", "page_id", "target", "step", "status", "content_hash", "timestamp")
-STATUSES = frozenset({"pass", "fail", "xfail", "timeout", "error", "skipped", "unverified"})
-STEPS = frozenset({"compile", "run", "sass", "ptx", "check"})
 
 
 @dataclass
@@ -38,17 +38,18 @@ class ImportResult:
 
 
 def validate_record(record: Any) -> str | None:
-    """Why a record cannot be stored, or None when it is well-formed."""
-    if not isinstance(record, dict):
-        return "a record must be a JSON object"
-    missing = [k for k in REQUIRED if not isinstance(record.get(k), str) or not record.get(k)]
-    if missing:
-        return f"missing or non-string field(s): {', '.join(missing)}"
-    if record["status"] not in STATUSES:
-        return f"unknown status '{record['status']}'"
-    if record["step"] not in STEPS:
-        return f"unknown step '{record['step']}'"
-    return None
+    """Why a record cannot be stored, or None when it is well-formed (see `EvidenceIn`)."""
+    return parse_record(record)[1]
+
+
+@contextmanager
+def _connection(engine: Engine, conn: Connection | None) -> Iterator[Connection]:
+    """`conn` itself when given (a request's one connection), else a connection of its own."""
+    if conn is not None:
+        yield conn
+        return
+    with engine.connect() as own:
+        yield own
 
 
 class EvidenceStore:
@@ -56,23 +57,30 @@ class EvidenceStore:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self.writer: Engine | None = None  # where `add` writes when `engine` is read-only (an extra `serve` worker)
 
     def count(self, conn: Connection) -> int:
         return conn.execute(select(func.count(EvidenceRow.record_id))).scalar() or 0
 
-    def add(self, records: list[dict[str, Any]], origin: str = "request") -> ImportResult:
-        """Store well-formed records once each; malformed ones are reported, the rest still stored."""
+    def add(self, records: list[Any], origin: str = "request", received_at: datetime | None = None) -> ImportResult:
+        """Store well-formed records once each; malformed ones are reported, the rest still stored.
+
+        Each record is checked by `EvidenceIn` (already parsed ones are taken as they are) and
+        stored with its timestamp in sortable UTC form, the time the service received it, and
+        where it came from (`origin`: "request", "verify" or the file).
+        """
         result = ImportResult()
-        good: dict[str, dict[str, Any]] = {}
-        for i, record in enumerate(records, 1):
-            problem = validate_record(record)
-            if problem:
+        good: dict[str, EvidenceIn] = {}
+        for i, raw in enumerate(records, 1):
+            record, problem = (raw, None) if isinstance(raw, EvidenceIn) else parse_record(raw)
+            if record is None:
                 result.errors.append(f"{origin}:{i}: error: {problem}")
             else:
-                good.setdefault(record["record_id"], record)
+                good.setdefault(record.record_id, record)
         if not good:
             return result
-        with self.engine.begin() as conn:
+        received = canonical_stamp(received_at or datetime.now(timezone.utc))
+        with (self.writer or self.engine).begin() as conn:
             present: set[str] = set()
             ids = list(good)
             for i in range(0, len(ids), 500):
@@ -80,9 +88,9 @@ class EvidenceStore:
                 present |= {r for (r,) in conn.execute(select(EvidenceRow.record_id).where(EvidenceRow.record_id.in_(chunk)))}
             rows = [
                 {
-                    "record_id": r["record_id"], "snippet_id": r["snippet_id"], "page_id": r["page_id"],
-                    "target": r["target"], "step": r["step"], "status": r["status"],
-                    "content_hash": r["content_hash"], "timestamp": r["timestamp"], "data": json.dumps(r),
+                    "record_id": r.record_id, "snippet_id": r.snippet_id, "page_id": r.page_id,
+                    "target": r.target, "step": r.step, "status": r.status, "content_hash": r.content_hash,
+                    "timestamp": r.stamp, "data": json.dumps(r.to_record()), "received_at": received, "origin": origin[:200],
                 }
                 for rid, r in good.items() if rid not in present
             ]  # fmt: skip
@@ -128,6 +136,41 @@ class EvidenceStore:
             total.duplicates += r.duplicates
             total.errors += r.errors
         return total
+
+    def mismatches(self, records: list[EvidenceIn]) -> list[str]:
+        """Records that do not fit the index: an unknown snippet id, or a page id other than the snippet's."""
+        wanted = sorted({r.snippet_id for r in records})
+        pages: dict[str, str] = {}
+        with self.engine.connect() as conn:
+            for i in range(0, len(wanted), 500):
+                chunk = wanted[i : i + 500]
+                pages.update((sid, pid) for sid, pid in conn.execute(select(SnippetRow.id, SnippetRow.page_id).where(SnippetRow.id.in_(chunk))))
+        problems: list[str] = []
+        for n, r in enumerate(records):
+            if r.snippet_id not in pages:
+                problems.append(f"record {n} ({r.record_id}): no snippet '{r.snippet_id}' in the index")
+            elif pages[r.snippet_id] != r.page_id:
+                problems.append(f"record {n} ({r.record_id}): snippet '{r.snippet_id}' is on page '{pages[r.snippet_id]}', not '{r.page_id}'")
+        return problems
+
+    def export_jsonl(self, out: Any, origin: str | None = None) -> int:
+        """Write every stored record (or those of one origin, e.g. "request") as JSONL to `out`, oldest first.
+
+        Each line is the record as stored plus `received_at`; `kernelwiki evidence import`
+        reads it back (it ignores `received_at`). Returns how many lines were written.
+        """
+        stmt = select(EvidenceRow.data, EvidenceRow.received_at).order_by(EvidenceRow.timestamp, EvidenceRow.record_id)
+        if origin is not None:
+            stmt = stmt.where(EvidenceRow.origin == origin)
+        count = 0
+        with self.engine.connect() as conn:
+            for data, received in conn.execution_options(yield_per=1000).execute(stmt):
+                record = json.loads(data)
+                if received:
+                    record["received_at"] = received
+                out.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+                count += 1
+        return count
 
     # -- views -------------------------------------------------------------------
 

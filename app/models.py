@@ -130,8 +130,10 @@ class EvidenceRow(SQLModel, table=True):
     step: str
     status: str = Field(index=True)
     content_hash: str
-    timestamp: str = Field(index=True)
+    timestamp: str = Field(index=True)  # the record's time, UTC, fixed width (app/evidence_ingest.py): text order is time order
     data: str
+    received_at: str | None = None  # when the service stored it, same form; None for records from before 0004
+    origin: str | None = Field(default=None, index=True)  # "request" (POST /api/evidence), "verify", or the JSONL file
 
 
 class StateRow(SQLModel, table=True):
