@@ -1,7 +1,7 @@
 # kernelwiki images (docs/deploy.md):
 #   docker build --target service -t kernelwiki-service .   # the API and docs browser: `kernelwiki serve`
 #   docker build --target runner  -t kernelwiki-runner  .   # a GPU worker with nvcc: `kernelwiki worker --target …`
-# Both install the same wheel, built once in the first stage.
+# Both install the same wheel, built once in the first stage, from /dist alone (pip --no-index).
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 ARG CUDA_IMAGE=nvidia/cuda:13.0.1-devel-ubuntu24.04
@@ -20,7 +20,10 @@ RUN pip wheel --no-cache-dir --no-deps --wheel-dir /dist .
 FROM ${PYTHON_IMAGE} AS service
 ARG KERNELWIKI_VERSION
 COPY --from=build /dist /dist
-RUN pip install --no-cache-dir --find-links /dist "kernelwiki[pg]==${KERNELWIKI_VERSION}" \
+# Our own wheel from /dist only (--no-index: a same-named package on an index can never replace it),
+# then its dependencies, which the installed kernelwiki already names.
+RUN pip install --no-cache-dir --no-index --no-deps /dist/kernelwiki-${KERNELWIKI_VERSION}-py3-none-any.whl \
+    && pip install --no-cache-dir "kernelwiki[pg]==${KERNELWIKI_VERSION}" \
     && rm -rf /dist \
     && groupadd --gid 10001 kernelwiki \
     && useradd --uid 10001 --gid 10001 --create-home kernelwiki \
@@ -43,7 +46,9 @@ CMD ["kernelwiki", "serve"]
 # -- runner: NVIDIA's CUDA devel image (nvcc, ptxas, cuobjdump) + a GPU worker --------
 FROM ${CUDA_IMAGE} AS runner
 ARG KERNELWIKI_VERSION
-# bubblewrap sandboxes snippet processes; the CUDA image pins its own packages, these follow the base release.
+# bubblewrap sandboxes snippet processes (docs/sandbox.md); without it the worker refuses to start. As a non-root
+# user it needs user namespaces: run with --security-opt seccomp=unconfined (or a profile allowing unshare).
+# The CUDA image pins its own packages, these follow the base release.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 python3-venv bubblewrap \
@@ -52,7 +57,8 @@ RUN apt-get update \
     && groupadd --gid 10001 kernelwiki \
     && useradd --uid 10001 --gid 10001 --create-home kernelwiki
 COPY --from=build /dist /dist
-RUN /opt/kernelwiki/bin/pip install --no-cache-dir --find-links /dist "kernelwiki[pg]==${KERNELWIKI_VERSION}" \
+RUN /opt/kernelwiki/bin/pip install --no-cache-dir --no-index --no-deps /dist/kernelwiki-${KERNELWIKI_VERSION}-py3-none-any.whl \
+    && /opt/kernelwiki/bin/pip install --no-cache-dir "kernelwiki[pg]==${KERNELWIKI_VERSION}" \
     && rm -rf /dist
 USER 10001:10001
 WORKDIR /home/kernelwiki
