@@ -113,6 +113,18 @@ def serve(
 
 
 @cli.command()
+def mcp(
+    wiki: WikiOpt = None,
+    db: DbOpt = None,
+    evidence: Annotated[Optional[Path], typer.Option("--evidence", help="folder of evidence JSONL [env KERNELWIKI_EVIDENCE]")] = None,
+) -> None:
+    """Index the wiki, then serve the MCP tools (search, get_page, get_snippet_evidence, resolve) on stdio."""
+    from app.agents.mcp_server import run_stdio
+
+    run_stdio(settings_for(wiki, db, evidence=evidence))
+
+
+@cli.command()
 def search(
     query: Annotated[str, typer.Argument(help="what to look for")],
     wiki: WikiOpt = None,

@@ -8,6 +8,7 @@ from typing import AsyncIterator
 
 from fastapi import FastAPI
 
+from app.agents import install_agents
 from app.api import health, pages, search, snippets
 from app.errors import install_error_handlers
 from app.settings import Settings
@@ -70,5 +71,6 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     app.state.store = store
     for router in (search.router, pages.router, snippets.router, health.router):
         app.include_router(router)
+    install_agents(app)  # /llms.txt, /pages/{id}.md (before the HTML /pages/{id}), MCP at /mcp
     install_error_handlers(app, install_web(app))
     return app

@@ -31,6 +31,30 @@ class SearchResult(BaseModel):
     snippet: str = Field(description="HTML excerpt; matched words in <mark>, everything else escaped")
 
 
+class ContextSection(BaseModel):
+    """One section's Markdown in a token-budgeted search answer (see app/budget.py)."""
+
+    page_id: str
+    title: str
+    heading: str = Field(description="the section's heading; empty for the text before a page's first heading")
+    anchor: str = Field(description="HTML id of the heading on /pages/{page_id}; empty for the page's intro")
+    url: str = Field(description="the page's Markdown, /pages/{page_id}.md")
+    text: str = Field(description="the section's Markdown, hidden setup lines omitted")
+    evidence: str = Field(description="what was verified for the section's snippets, per target")
+    tokens: int = Field(description="approximate tokens of this entry: ceil(characters / 4) over heading, text and evidence")
+    truncated: bool = Field(description="true when only the start of the section fitted the budget")
+
+
+class SearchContext(BaseModel):
+    """The best sections' text within a token budget: whole sections first, then the start of the next best."""
+
+    budget_tokens: int
+    used_tokens: int
+    approximation: str = Field(description="how tokens are counted")
+    sections: list[ContextSection]
+    left_out: int = Field(description="matching sections that did not fit the budget")
+
+
 class SearchPublic(BaseModel):
     query: str
     total: int
@@ -41,6 +65,7 @@ class SearchPublic(BaseModel):
     facets: dict[str, dict[str, int]]
     did_you_mean: str | None = None
     took_ms: float
+    context: SearchContext | None = Field(default=None, description="with budget_tokens: the best sections' Markdown within the budget")
 
 
 class PageSummary(BaseModel):

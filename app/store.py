@@ -17,7 +17,7 @@ from typing import Any, Iterable
 from urllib.parse import urlencode
 
 from sqlalchemy import func, select, text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from app.db import create_schema, make_engine, search_backend
 from app.claims import claim_problems, facts_from_public
@@ -298,6 +298,17 @@ class Store:
     def page_by_path(self, path: str) -> str | None:
         with self.engine.connect() as conn:
             return conn.execute(select(PageRow.id).where(PageRow.path == path)).scalar()
+
+    def page_sources(self, page_ids: list[str], conn: Connection | None = None) -> dict[str, tuple[str, int]]:
+        """Each existing page's Markdown body and the file line it starts on (for the Markdown views of app/agents)."""
+        if conn is None:
+            with self.engine.connect() as own:
+                return self.page_sources(page_ids, own)
+        found: dict[str, tuple[str, int]] = {}
+        for i in range(0, len(page_ids), 500):
+            stmt = select(PageRow.id, PageRow.body, PageRow.body_line).where(PageRow.id.in_(page_ids[i : i + 500]))
+            found.update({r.id: (r.body, r.body_line) for r in conn.execute(stmt)})
+        return found
 
     def get_page(self, page_id: str) -> PagePublic | None:
         """Everything about a page: front matter, HTML, sections, links, backlinks, snippets with evidence."""

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
+from app.budget import MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, budgeted
 from app.deps import FiltersDep, Limit, Offset, SettingsDep, StoreDep
 from app.schemas import SearchPublic
 
@@ -14,11 +15,16 @@ router = APIRouter(prefix="/api", tags=["search"])
 
 @router.get("/search", response_model=SearchPublic)
 def search(
+    request: Request,
     store: StoreDep,
     settings: SettingsDep,
     filters: FiltersDep,
     q: Annotated[str, Query(description="free text; GPU identifiers such as cp.async.bulk are words")] = "",
     limit: Limit = 20,
     offset: Offset = 0,
+    budget_tokens: Annotated[int | None, Query(ge=MIN_BUDGET_TOKENS, le=MAX_BUDGET_TOKENS, description="also answer with the best sections' Markdown within about this many tokens, ceil(characters / 4), in `context`")] = None,
 ) -> SearchPublic:
-    return store.search(q, filters, limit=limit, offset=offset, max_chars=settings.search_max_query_chars)
+    result = store.search(q, filters, limit=limit, offset=offset, max_chars=settings.search_max_query_chars)
+    if budget_tokens is not None:
+        result.context = budgeted(store, result, budget_tokens, str(request.base_url))
+    return result

@@ -1,0 +1,91 @@
+"""The agent documents, read from the `Store`: a page's Markdown, llms.txt and llms-full.txt.
+
+The HTTP routes (app/agents/routes.py) and the MCP tools (app/agents/mcp_server.py)
+both answer from these functions, so an agent sees the same text either way.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from app.agents.markdown import one_line, page_markdown, page_url, prepare, status_legend
+from app.schemas import PageSummary
+from app.store import Filters, Store
+
+TITLE = "kernelwiki"
+SUMMARY = (
+    "GPU kernel engineering facts for NVIDIA Hopper (SM90) and Blackwell (SM100): TMA, TMEM, wgmma, tcgen05, "
+    "mbarrier, clusters. Every code snippet is compiled with nvcc for the architectures its page claims and, "
+    "where it is a program, run on a GPU of that architecture when one was available; each snippet carries "
+    "that evidence."
+)
+NO_BLACKWELL = (
+    "No Blackwell (SM100/SM103) GPU has been available: Blackwell programs are compiled but have never run, "
+    "and their evidence says so (run step `skipped`). Programs for SM90 ran on an NVIDIA H200."
+)
+TYPE_HEADINGS = {
+    "hardware": "Hardware", "technique": "Techniques", "pattern": "Patterns", "api": "APIs", "concept": "Concepts",
+    "guide": "Guides", "reference": "Reference", "tool": "Tools", "source": "Sources",
+}  # fmt: skip
+"""Section heading per page type, in llms.txt order; other types follow, titled, before the sources."""
+
+
+def page_document(store: Store, page_id: str, base_url: str, sections: list[str] | None = None) -> str | None:
+    """A page's Markdown (or the named sections'), with facts and evidence; None when there is no such page.
+
+    Raises `app.agents.markdown.UnknownSection` for a section name the page does not have.
+    """
+    page = store.get_page(page_id)
+    source = store.page_sources([page_id]).get(page_id) if page is not None else None
+    if page is None or source is None:
+        return None
+    return page_markdown(page, source[0], source[1], base_url, sections)
+
+
+def _all_pages(store: Store) -> list[PageSummary]:
+    """Every page, grouped by type in llms.txt order (sources last), by title within a type."""
+    listing = store.list_pages(Filters(), limit=10**9)
+    order = list(TYPE_HEADINGS)
+    rank = lambda p: (p.type == "source", order.index(p.type) if p.type in order else len(order), p.type, p.title.lower(), p.id)  # noqa: E731
+    return sorted(listing.pages, key=rank)
+
+
+def _heading(page_type: str) -> str:
+    return TYPE_HEADINGS.get(page_type, page_type.replace("-", " ").replace("_", " ").title())
+
+
+def llms_txt(store: Store, base_url: str) -> str:
+    """The llmstxt.org index: title, summary, how to read the evidence, then a link per page grouped by type."""
+    base = base_url.rstrip("/")
+    pages = _all_pages(store)
+    sources = store.page_sources([p.id for p in pages])
+    lines = [
+        f"# {TITLE}", "", f"> {SUMMARY}", "", NO_BLACKWELL, "",
+        "Each link below is a page's Markdown: YAML front matter with its facts (architectures, aliases, "
+        "confidence, evidence counts per target), then the body, with hidden setup lines left out and an "
+        "`> Evidence` line after every code block. What the evidence statuses mean:", "", status_legend(), "",
+        f"All pages in one file: {base}/llms-full.txt. Search answering with the best sections' text within a "
+        f"token budget: {base}/api/search?q=TMA+multicast&budget_tokens=2000. "
+        f"MCP server (streamable HTTP): {base}/mcp.",
+    ]  # fmt: skip
+    current = None
+    for page in pages:
+        if page.type != current:
+            current = page.type
+            lines += ["", f"## {_heading(page.type)}", ""]
+        body, body_line = sources.get(page.id, ("", 1))
+        description = one_line(prepare(body, body_line, []))
+        archs = f" [{', '.join(page.architectures)}]" if page.architectures else ""
+        label = page.title.replace("[", "(").replace("]", ")")
+        lines.append(f"- [{label}]({page_url(base, page.id)}): {description or page.title}{archs}")
+    return "\n".join(lines) + "\n"
+
+
+def llms_full_txt(store: Store, base_url: str) -> Iterator[str]:
+    """Every page's Markdown, one after another, in llms.txt order (produced page by page)."""
+    yield f"# {TITLE}\n\n> {SUMMARY}\n\n{NO_BLACKWELL}\n\nEvidence statuses:\n\n{status_legend()}\n"
+    for page in _all_pages(store):
+        text = page_document(store, page.id, base_url)
+        if text is not None:
+            yield f"\n<!-- page {page.id}: {page_url(base_url, page.id)} -->\n{text}"
+

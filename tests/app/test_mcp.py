@@ -1,0 +1,142 @@
+"""The MCP server driven by the official `mcp` client: `kernelwiki mcp` over stdio, and /mcp of the service over HTTP."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import anyio
+import httpx
+import pytest
+from mcp import Client, StdioServerParameters
+
+from app.main import create_app
+from app.settings import Settings
+from tests.app.agent_fixtures import agent_records, prepared_store, write_agent_page
+from tests.conftest import FIXTURE_WIKI, LiveServer
+
+TOOLS = {"search", "get_page", "get_snippet_evidence", "resolve"}
+TIMEOUT_S = 60
+
+
+def text_of(result: Any) -> str:
+    return "\n".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> tuple[bool, str]:
+    result = await client.call_tool(tool, arguments)
+    return result.is_error, text_of(result)
+
+
+async def check_tools(client: Client) -> None:
+    """The same conversation over any transport: every tool, its answers and its errors."""
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == TOOLS
+    assert "budget_tokens" in tools["search"].input_schema["properties"]
+    for name in ("get_page", "get_snippet_evidence"):
+        description = tools[name].description or ""
+        assert all(f"`{s}`" in description for s in ("pass", "fail", "xfail", "unverified", "skipped", "stale"))
+        assert "Blackwell" in description and "never run" in description
+
+    error, text = await call(client, "search", query="cp.async.bulk")
+    assert not error and "page `hw-tma`" in text and "get_page" in text
+    error, text = await call(client, "search", query="empty kernel program", budget_tokens=800)
+    assert not error and "## Agent demo kernels › Running a program (agent-demo#running-a-program)" in text
+    assert "ran on NVIDIA H200" in text and "never run" in text and "HIDDEN_SETUP_MACRO" not in text
+    error, text = await call(client, "search", query="memory", arch="sm90", type="hardware")
+    assert not error and "page `hw-tma`" in text and "page `hw-tmem`" not in text
+
+    error, text = await call(client, "get_page", id="agent-demo")
+    assert not error and text.startswith("---\nid: agent-demo\n") and "> Evidence agent-demo:1 (cuda, run)" in text
+    assert "HIDDEN_SETUP_MACRO" not in text and "hidden_setup_module" not in text
+    error, text = await call(client, "get_page", id="hw-tma", sections=["pitfalls"])
+    assert not error and "## Pitfalls" in text and "# Loading a tile" not in text
+    error, text = await call(client, "get_page", id="hw-tma", sections=["Loading a tile"])
+    assert not error and "# Loading a tile" in text and "## Pitfalls" in text  # a section brings its subsections
+
+    error, text = await call(client, "get_snippet_evidence", snippet_id="agent-demo:1")
+    assert not error and "# Evidence for snippet agent-demo:1" in text
+    assert "sm_90a run: **pass**; NVIDIA H200" in text and "sm_100a run: **skipped**" in text
+    error, text = await call(client, "resolve", name="utmaldg")
+    assert not error and text.startswith("hw-tma: Tensor Memory Accelerator (TMA)")
+
+    # Mistakes are tool errors with a way forward, and the server keeps answering.
+    error, text = await call(client, "get_page", id="nope")
+    assert error and text.endswith("no page has the id 'nope'. Use search or resolve to find page ids.")
+    error, text = await call(client, "get_page", id="TMA")
+    assert error and "alias of page 'hw-tma'" in text
+    error, text = await call(client, "get_page", id="hw-tma", sections=["nope"])
+    assert error and "no section 'nope'" in text and "loading-a-tile, pitfalls" in text
+    error, text = await call(client, "get_snippet_evidence", snippet_id="hw-tma")
+    assert error and "e.g. hw-tma:1" in text
+    error, text = await call(client, "get_snippet_evidence", snippet_id="hw-tma:99")
+    assert error and "no snippet 'hw-tma:99'" in text
+    error, text = await call(client, "resolve", name="no such thing at all")
+    assert error and "no page has the alias, title or id 'no such thing at all'" in text
+    error, text = await call(client, "search", query="tma", limit=0)
+    assert error and "limit" in text
+    error, text = await call(client, "search", query="tma", budget_tokens=10)
+    assert error and "budget_tokens" in text
+    error, text = await call(client, "search", query="   ")
+    assert error and "query is empty" in text
+    error, text = await call(client, "no_such_tool")
+    assert error and "no_such_tool" in text
+    error, text = await call(client, "resolve", name="TMEM")
+    assert not error and text.startswith("hw-tmem:")
+
+
+def run(conversation: Callable[[], Awaitable[None]]) -> None:
+    async def bounded() -> None:
+        with anyio.fail_after(TIMEOUT_S):
+            await conversation()
+
+    anyio.run(bounded)
+
+
+def kernelwiki_command() -> list[str]:
+    """The installed `kernelwiki` script beside this interpreter, else the same CLI through `-m`."""
+    script = Path(sys.executable).with_name("kernelwiki")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+
+
+def test_stdio_server_spawned_by_the_cli_answers_every_tool(tmp_path: Path) -> None:
+    wiki = tmp_path / "wiki"
+    shutil.copytree(FIXTURE_WIKI, wiki)
+    write_agent_page(wiki)
+    evidence = tmp_path / "evidence"
+    evidence.mkdir()
+    # The agent page's evidence, as a committed JSONL file the server loads at start.
+    scratch = prepared_store(Settings(wiki=wiki, db=f"sqlite:///{tmp_path / 'scratch.db'}", evidence=evidence))
+    (evidence / "fixture.jsonl").write_text("".join(json.dumps(r) + "\n" for r in agent_records(scratch)))
+    scratch.engine.dispose()
+
+    command = kernelwiki_command()
+    params = StdioServerParameters(
+        command=command[0],
+        args=[*command[1:], "mcp", "--wiki", str(wiki), "--db", f"sqlite:///{tmp_path / 'index.db'}", "--evidence", str(evidence)],
+        cwd=str(tmp_path),
+        env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+
+    async def conversation() -> None:
+        async with Client(params) as client:
+            await check_tools(client)
+
+    run(conversation)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_http_endpoint_of_the_service_answers_every_tool(settings, mode: str) -> None:  # type: ignore[no-untyped-def]
+    store = prepared_store(settings)
+    with LiveServer(create_app(settings, store=store)) as server:
+
+        async def conversation() -> None:
+            async with Client(f"{server.url}/mcp", mode=mode) as client:
+                await check_tools(client)
+
+        run(conversation)
+        # The rest of the service is unaffected by the mounted endpoint.
+        assert httpx.get(f"{server.url}/api/resolve", params={"name": "tmem"}).json()["id"] == "hw-tmem"
