@@ -192,7 +192,7 @@ def dashboard_rows(s: SnippetPublic, page_title: str) -> list[DashboardRow]:
     if s.mode in ("sketch", "error"):
         return [sketch_or_invalid_row(s, page_title)]
     targets = list(s.targets) + [t for t in s.evidence if t not in s.targets]
-    return [DashboardRow(s, page_title, target_evidence(t, s.evidence.get(t, []))) for t in targets]
+    return [DashboardRow(s, page_title, target_evidence(t, s.evidence.get(t, []), s.target_status.get(t))) for t in targets]
 
 
 def sketch_or_invalid_row(s: SnippetPublic, page_title: str) -> DashboardRow:
