@@ -13,6 +13,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -36,8 +37,8 @@ from app.models import (
     StateRow,
     TagRow,
 )
-from app.pages import Diagnostic, Page, parse_page
-from app.search import PAGE_ROW, SearchBackend, SectionDoc, chunks
+from app.pages import Diagnostic, Page, inside, links_leaving, parse_page
+from app.db import chunks
 
 PAGE_TABLES = (AliasRow, TagRow, LanguageRow, ArchitectureRow, SectionRow, SnippetRow)
 PARALLEL_THRESHOLD = 256
@@ -107,15 +108,17 @@ def _prepare_all(items: list[tuple[str, bytes, str]]) -> list[Prepared]:
     workers = os.cpu_count() or 1
     if len(items) < PARALLEL_THRESHOLD or workers < 2:
         return [prepare(*item) for item in items]
-    ctx = multiprocessing.get_context("fork")  # no __main__ guard needed in callers; children only parse
+    # A process with threads (the server: uvicorn, warm-up, watcher) must not fork: a child could inherit a
+    # lock held mid-step. forkserver starts children from a clean single-threaded server instead (it re-imports
+    # the caller's __main__, which every entry point guards). A single-threaded CLI run forks: cheaper, and safe.
+    ctx = multiprocessing.get_context("fork" if threading.active_count() == 1 else "forkserver")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         return list(pool.map(prepare, *zip(*items), chunksize=64))
 
 
-def _delete_pages(conn: Connection, backend: SearchBackend, page_ids: list[str]) -> None:
+def _delete_pages(conn: Connection, page_ids: list[str]) -> None:
     if not page_ids:
         return
-    backend.remove_pages(conn, page_ids)  # first: the SQLite backend finds its rows through the sections
     for chunk in chunks(page_ids, 500):
         for table in PAGE_TABLES:
             conn.execute(delete(table).where(table.page_id.in_(chunk)))
@@ -128,7 +131,6 @@ class _Rows:
 
     def __init__(self) -> None:
         self.by_table: dict[Any, list[dict[str, Any]]] = {t: [] for t in (PageRow, AliasRow, TagRow, LanguageRow, ArchitectureRow, LinkRow, SectionRow, SnippetRow)}
-        self.docs: list[SectionDoc] = []
 
     def add_page(self, prep: Prepared, next_section: int) -> int:
         page = prep.page
@@ -156,14 +158,12 @@ class _Rows:
             for kind in ("related", "sources")
             for t in getattr(page, kind)
         ]
-        self.docs.append(SectionDoc(PAGE_ROW, page.id, page.title + " " + page.id, " ".join(page.aliases), " ".join(page.tags), "", ""))
         for section in prep.sections:
             rows[SectionRow].append({
                 "id": next_section, "page_id": page.id, "position": section.position, "level": section.level,
                 "heading": section.heading, "anchor": section.anchor,
                 "line": page.body_line + section.line - 1, "text": section.text,
             })  # fmt: skip
-            self.docs.append(SectionDoc(next_section, page.id, "", "", "", section.heading, section.text))
             next_section += 1
         for data in prep.snippets:
             rows[SnippetRow].append({
@@ -173,18 +173,21 @@ class _Rows:
             })  # fmt: skip
         return next_section
 
-    def flush(self, conn: Connection, backend: SearchBackend) -> None:
+    def flush(self, conn: Connection) -> None:
         for table, rows in self.by_table.items():
             for chunk in chunks(rows, 2000):
                 conn.execute(insert(table), chunk)
             rows.clear()
-        backend.add(conn, self.docs)
-        self.docs = []
 
 
 def _fast_walk(root: Path) -> dict[str, tuple[str, int, int]]:
-    """rel path → (path, mtime_ns, size) of every page file (os.scandir: one stat per file)."""
+    """rel path → (path, mtime_ns, size) of every page file (os.scandir: one stat per file).
+
+    Folder links are not followed, and a file link counts only when its real path
+    stays under the root (app.pages.links_leaving warns about the others).
+    """
     found: dict[str, tuple[Path, int, int]] = {}
+    real_root = os.path.realpath(root)
     stack = [(root, "")]
     while stack:
         folder, prefix = stack.pop()
@@ -198,6 +201,8 @@ def _fast_walk(root: Path) -> dict[str, tuple[str, int, int]]:
             if entry.is_dir(follow_symlinks=False):
                 stack.append((Path(entry.path), prefix + entry.name + "/"))
             elif entry.name.endswith(".md") and entry.is_file():
+                if entry.is_symlink() and not inside(os.path.realpath(entry.path), real_root):
+                    continue
                 st = entry.stat()
                 found[prefix + entry.name] = (entry.path, st.st_mtime_ns, st.st_size)
     return dict(sorted(found.items()))
@@ -212,8 +217,8 @@ def bump_generation(conn: Connection) -> None:
         conn.execute(update(StateRow).where(StateRow.key == "generation").values(value=current + 1))
 
 
-def reindex(engine: Engine, backend: SearchBackend, root: Path, force: bool = False) -> IndexReport:
-    """Bring the index in line with the wiki folder in one transaction."""
+def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
+    """Bring the index in line with the wiki folder in one transaction (app.search follows it by generation)."""
     started = time.perf_counter()
     report = IndexReport()
     root = Path(root).resolve()
@@ -279,7 +284,7 @@ def reindex(engine: Engine, backend: SearchBackend, root: Path, force: bool = Fa
         known_hashes: set[str] = set()
         for chunk in chunks(sorted(new_hashes), 500):
             known_hashes |= {h for (h,) in conn.execute(select(SnippetRow.content_hash).where(SnippetRow.content_hash.in_(chunk)))}
-        _delete_pages(conn, backend, sorted(set(old_ids.values())))
+        _delete_pages(conn, sorted(set(old_ids.values())))
         for chunk in chunks(touched, 500):
             conn.execute(delete(FileRow).where(FileRow.path.in_(chunk)))
             conn.execute(delete(DiagnosticRow).where(DiagnosticRow.path.in_(chunk)))
@@ -289,8 +294,8 @@ def reindex(engine: Engine, backend: SearchBackend, root: Path, force: bool = Fa
             next_section = rows.add_page(prep, next_section)
             report.changed_snippets += [d["id"] for d in prep.snippets if d["content_hash"] not in known_hashes]
             if n % 500 == 0:
-                rows.flush(conn, backend)
-        rows.flush(conn, backend)
+                rows.flush(conn)
+        rows.flush(conn)
         path_to_id = {p.path: p.id for p in pages}
         file_rows = [
             {"path": rel, "mtime_ns": on_disk[rel][1], "size": on_disk[rel][2], "content_hash": digest, "page_id": path_to_id.get(rel)}
@@ -323,5 +328,7 @@ def reindex(engine: Engine, backend: SearchBackend, root: Path, force: bool = Fa
         report.updated = sorted(new_ids & previous)
         report.removed = sorted(previous - new_ids)
         report.failed = sorted(failed)
+    if root.is_dir():
+        report.diagnostics.extend(links_leaving(root))  # reported on every reindex, never stored: they are not pages
     report.seconds = time.perf_counter() - started
     return report

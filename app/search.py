@@ -1,159 +1,501 @@
-"""Full-text search over page sections: the SQLite FTS5 backend and its query plan.
+"""Full-text search: a tantivy index of the SQL index's pages, ranked top-k only.
 
-All backend-specific SQL for search lives here (a PostgreSQL backend implements
-the same `SearchBackend` protocol). A query is turned into terms by
-`app.text.query_terms`, so nothing a user types reaches the SQL or the FTS
-query language unescaped.
+The SQL index (SQLite or PostgreSQL) is the system of record; this module keeps
+an in-memory tantivy index beside it, one per service process, so both database
+backends answer identically by construction. `SearchEngine.sync` brings it in
+line with the SQL index: it compares the index generation (one small query per
+search) and, when that moved, each page's content hash, and re-adds only the
+pages that changed. A fresh process builds it from the SQL rows at start.
+
+Two tantivy indexes: one document per page (ranked, counted, filtered and
+faceted here) and one per section (to name the best section of each returned
+page and cut its excerpt). Words are tokenized with app.text's pattern, so
+GPU identifiers are single terms; their parts, suffixes and architecture forms
+are indexed too (`app.text.extras`). Queries are built from `tantivy.Query`
+objects, never parsed from user text.
+
+Ranking: BM25 with field boosts (title and aliases > tags > headings > body),
+each query word also matching up to `PREFIX_EXPANSIONS` indexed words it is a
+prefix of (weighted lower). English filler words are dropped and a question of
+three or more words needs most of them, not all (minimum should match). An
+exact id, alias or title match comes first. When nothing matches, at most
+`TYPO_TERMS` unknown words are corrected with tantivy's fuzzy (Levenshtein
+automaton) queries over a word list, within a time budget; then any word may
+match. Sections, excerpts and highlights are computed for the returned window
+only; totals are tantivy's exact counts.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Protocol
+import json
+import math
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
 
-from sqlalchemy import text
+import tantivy
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from app.text import expand
+from app.db import chunks
+from app.models import PageRow, SectionRow, StateRow
+from app.schemas import SearchPublic, SearchResult, SectionRef
+from app.text import MAX_WORD, WORD_PATTERN, arch_forms, excerpt, extras, fold, phrases, question_words, root, words as words_of
 
-# bm25 column weights: title and aliases above tags, tags above headings, headings above body.
-WEIGHTS = {"title": 10.0, "aliases": 10.0, "tags": 5.0, "heading": 3.0, "body": 1.0}
-MAX_HITS = 20000
-"""Section hits read per query; beyond this the tail is ignored (totals stay exact per page)."""
-
-
-@dataclass
-class SectionDoc:
-    """What is indexed for one section: page-level fields repeated, plus the section's own text."""
-
-    section_id: int
-    page_id: str
-    title: str
-    aliases: str
-    tags: str
-    heading: str
-    body: str
-
-
-@dataclass
-class Hit:
-    """The best section of one matching page."""
-
-    page_id: str
-    section_id: int
-    score: float  # higher is better
-    sections: list[int] = field(default_factory=list)
-
-
-class SearchBackend(Protocol):
-    """Backend-specific search SQL; everything else about search is shared."""
-
-    def create(self, conn: Connection) -> None: ...
-    def add(self, conn: Connection, docs: list[SectionDoc]) -> None: ...
-    def remove_pages(self, conn: Connection, page_ids: list[str]) -> None: ...
-    def match(self, conn: Connection, terms: list[str], any_term: bool, page_filter_sql: str, params: dict) -> list[Hit]: ...
-    def vocabulary(self, conn: Connection) -> list[str]: ...
+PAGE_FIELDS = {"title": 10.0, "aliases": 10.0, "tags": 5.0, "headings": 3.0, "body": 1.0}
+"""Searched page fields and their boosts: title and aliases above tags, tags above headings, headings above body."""
+SECTION_FIELDS = {"heading": 3.0, "text": 1.0}
+FILTER_FIELDS = ("type", "arch", "tag", "language", "confidence")
+PREFIX_MIN = 3
+"""Words at least this long also match the indexed words they begin (`synchroniz` → synchronization)."""
+PREFIX_EXPANSIONS = 8
+"""Indexed words, most frequent first, that one query word expands to per field."""
+PREFIX_WEIGHT = 0.4
+"""Weight of a prefix expansion against the word itself."""
+ROOT_WEIGHT = 0.3
+"""Weight of a word sharing the query word's root (`allocation` for `allocate`)."""
+PHRASE_SCORE = 4.0
+"""Score per word of a run of query words that is exactly a page's alias or title ("shared memory")."""
+FAMILY_WEIGHT = 0.6
+"""Weight of an architecture family (`sm90`) against the exact label (`sm90a`)."""
+TYPO_TERMS = 4
+"""Unknown words corrected at most per query."""
+TYPO_MIN = 5
+"""Shortest word that gets a typo correction (one edit up to 7 letters, two beyond)."""
+FACET_TAGS = 30
+RUN_WORDS = 12
+"""Query words (from the first) whose runs are compared with aliases and titles."""
+ANALYZER = "kw"
 
 
-PAGE_ROW = 0
-"""section_id of the row that holds a page's title, aliases and tags; section rows hold heading and body."""
+def minimum_should_match(n: int) -> int:
+    """Words a document must contain: all of one or two, then about two thirds (3 → 2, 4 → 3, 6 → 4)."""
+    return n if n <= 2 else math.ceil(n * 2 / 3)
 
 
-def combine(rows: Iterable[tuple[str, int, float]]) -> list[Hit]:
-    """Per page: score = page-row score + best section score; the best section is the answer's section."""
-    hits: dict[str, Hit] = {}
-    page_scores: dict[str, float] = {}
-    for page_id, section_id, score in rows:
-        if section_id == PAGE_ROW:
-            page_scores[page_id] = max(score, page_scores.get(page_id, score))
-            hits.setdefault(page_id, Hit(page_id, PAGE_ROW, 0.0, []))
-            continue
-        hit = hits.setdefault(page_id, Hit(page_id, PAGE_ROW, 0.0, []))
-        if hit.section_id == PAGE_ROW or score > hit.score:
-            hit.section_id, hit.score = section_id, score
-        hit.sections.append(section_id)
-    for page_id, hit in hits.items():
-        hit.score += page_scores.get(page_id, 0.0)
-    return list(hits.values())
+def analyzer() -> Any:
+    """The tokenizer of every searched field: app.text's word pattern, lowercased, ASCII-folded, long words dropped."""
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(WORD_PATTERN))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.ascii_fold())
+        .filter(tantivy.Filter.remove_long(MAX_WORD + 1))
+        .build()
+    )
 
 
-def chunks(items: list[Any], size: int) -> list[list[Any]]:
-    """`items` in batches of `size`: SQL statements take a bounded number of parameters."""
-    return [items[i : i + size] for i in range(0, len(items), size)]
+def _page_schema() -> Any:
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("id", tokenizer_name="raw")
+    for name in PAGE_FIELDS:
+        sb.add_text_field(name, tokenizer_name=ANALYZER, index_option="freq")
+    for name in FILTER_FIELDS:
+        sb.add_text_field(name, tokenizer_name="raw", fast=True, index_option="basic")
+    sb.add_text_field("alias_exact", tokenizer_name="raw", index_option="basic")
+    sb.add_text_field("title_exact", tokenizer_name="raw", index_option="basic")
+    sb.add_bytes_field("data", stored=True)
+    return sb.build()
 
 
-def fts5_query(terms: list[str], any_term: bool) -> str:
-    """An FTS5 MATCH expression of prefix terms: every term quoted, so no operator can be injected."""
-    parts = ['"' + t.replace('"', '""') + '"*' for t in terms]
-    return (" OR " if any_term else " ").join(parts)
+def _section_schema() -> Any:
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("page_id", stored=True, tokenizer_name="raw", index_option="basic")
+    sb.add_text_field("lead", tokenizer_name="raw", index_option="basic")
+    for name in SECTION_FIELDS:
+        sb.add_text_field(name, tokenizer_name=ANALYZER, index_option="freq")
+    sb.add_bytes_field("data", stored=True)
+    return sb.build()
 
 
-class SqliteSearch:
-    """SQLite FTS5 with bm25 ranking; the tokenizer keeps '_' inside words."""
+def _word_schema() -> Any:
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("word", stored=True, tokenizer_name="raw")
+    sb.add_unsigned_field("docs", fast=True)
+    return sb.build()
 
-    def create(self, conn: Connection) -> None:
-        conn.exec_driver_sql(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS search_fts USING fts5("
-            "page_id UNINDEXED, section_id UNINDEXED, title, aliases, tags, heading, body, "
-            "tokenize = \"unicode61 remove_diacritics 2 tokenchars '_'\", prefix = '2 3 4')"
-        )
-        conn.exec_driver_sql(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS search_vocab USING fts5vocab(search_fts, 'row')"
-        )
 
-    def add(self, conn: Connection, docs: list[SectionDoc]) -> None:
-        """Rows get explicit rowids: a section's id, and minus its page's first section id for the page row,
-        so a page's rows can be deleted by rowid (page_id is not indexed in FTS5)."""
-        if not docs:
+class _Tantivy:
+    """One in-memory tantivy index with its writer and current searcher."""
+
+    def __init__(self, schema: Any) -> None:
+        self.schema = schema
+        self.index = tantivy.Index(schema)
+        self.index.register_tokenizer(ANALYZER, analyzer())
+        self.writer = self.index.writer(heap_size=64_000_000, num_threads=2)
+        self.searcher = self.index.searcher()
+
+    def commit(self) -> None:
+        self.writer.commit()
+        self.index.reload()
+        self.searcher = self.index.searcher()
+
+    def reset(self) -> None:
+        self.writer.delete_all_documents()
+
+
+@dataclass(frozen=True)
+class Window:
+    """What one search asked for, normalised: the result cache's key (with the index generation)."""
+
+    query: str
+    filters: tuple[tuple[str, str], ...]
+    limit: int
+    offset: int
+
+
+class SearchEngine:
+    """The process's full-text index and its search; thread-safe, rebuilt from SQL on demand."""
+
+    def __init__(self, cache_size: int = 1024, typo_budget_s: float = 0.04) -> None:
+        self.cache_size = cache_size
+        self.typo_budget_s = typo_budget_s
+        self._lock = threading.Lock()
+        self._cache_lock = threading.Lock()
+        self._cache: OrderedDict[tuple[Any, ...], SearchPublic] = OrderedDict()
+        self._hashes: dict[str, str] = {}
+        self.generation: int | None = None
+        self.pages = _Tantivy(_page_schema())
+        self.sections = _Tantivy(_section_schema())
+        self.words = _Tantivy(_word_schema())
+        self.values: dict[str, list[str]] = {name: [] for name in FILTER_FIELDS}
+        """The values each filter field holds in the index (for 422 answers that list them)."""
+
+    # -- keeping in line with the SQL index -----------------------------------------
+
+    def sync(self, conn: Connection) -> None:
+        """Bring the index in line with the SQL index behind `conn` (cheap when the generation did not move)."""
+        generation = conn.execute(select(StateRow.value).where(StateRow.key == "generation")).scalar() or 0
+        if generation == self.generation:
             return
-        first: dict[str, int] = {}
-        for d in docs:
-            if d.section_id != PAGE_ROW:
-                first[d.page_id] = min(d.section_id, first.get(d.page_id, d.section_id))
-        conn.execute(
-            text(
-                "INSERT INTO search_fts (rowid, page_id, section_id, title, aliases, tags, heading, body) "
-                "VALUES (:rowid, :page_id, :section_id, :title, :aliases, :tags, :heading, :body)"
-            ),
-            [
-                {
-                    "rowid": d.section_id if d.section_id != PAGE_ROW else -first[d.page_id],
-                    "page_id": d.page_id,
-                    "section_id": d.section_id,
-                    "title": expand(d.title),
-                    "aliases": expand(d.aliases),
-                    "tags": expand(d.tags),
-                    "heading": expand(d.heading),
-                    "body": expand(d.body),
-                }
-                for d in docs
-            ],
-        )
+        with self._lock:
+            if generation == self.generation:
+                return
+            current = dict(conn.execute(select(PageRow.id, PageRow.content_hash)).all())
+            changed = sorted(pid for pid, h in current.items() if self._hashes.get(pid) != h)
+            removed = sorted(pid for pid in self._hashes if pid not in current)
+            if changed or removed:
+                self._apply(conn, changed, removed, rebuild=len(changed) + len(removed) > len(current) // 2)
+                self._hashes = {pid: current[pid] for pid in current if pid in self._hashes or pid in changed}
+            self.generation = generation
+            with self._cache_lock:
+                self._cache.clear()
 
-    def remove_pages(self, conn: Connection, page_ids: list[str]) -> None:
-        """Delete pages' rows by rowid, found through the section table (call before sections are deleted)."""
-        for chunk in chunks(page_ids, 500):
-            marks = ", ".join(f":p{i}" for i in range(len(chunk)))
-            params = {f"p{i}": v for i, v in enumerate(chunk)}
-            conn.execute(
-                text(
-                    f"DELETE FROM search_fts WHERE rowid IN (SELECT id FROM section WHERE page_id IN ({marks})) "
-                    f"OR rowid IN (SELECT -min(id) FROM section WHERE page_id IN ({marks}) GROUP BY page_id)"
-                ),
-                params,
+    def _apply(self, conn: Connection, changed: list[str], removed: list[str], rebuild: bool) -> None:
+        if rebuild:
+            self.pages.reset()
+            self.sections.reset()
+            self._hashes = {}
+        else:
+            for pid in changed + removed:
+                self.pages.writer.delete_documents_by_term("id", pid)
+                self.sections.writer.delete_documents_by_term("page_id", pid)
+        for chunk in chunks(changed, 500):
+            sections: dict[str, list[Any]] = {}
+            for row in conn.execute(
+                select(SectionRow.page_id, SectionRow.position, SectionRow.heading, SectionRow.anchor, SectionRow.text)
+                .where(SectionRow.page_id.in_(chunk)).order_by(SectionRow.page_id, SectionRow.position)
+            ):  # fmt: skip
+                sections.setdefault(row.page_id, []).append(row)
+            for row in conn.execute(
+                select(PageRow.id, PageRow.title, PageRow.type, PageRow.path, PageRow.confidence, PageRow.meta).where(PageRow.id.in_(chunk))
+            ):  # fmt: skip
+                self._add_page(row, sections.get(row.id, []))
+        self.pages.commit()
+        self.sections.commit()
+        self._refresh_words()
+
+    def _add_page(self, row: Any, sections: list[Any]) -> None:
+        meta = json.loads(row.meta)
+        aliases = [str(a) for a in meta.get("aliases") or []]
+        tags = [str(t) for t in meta.get("tags") or []]
+        archs = [str(a) for a in meta.get("architectures") or []]
+        languages = [str(lang) for lang in meta.get("languages") or []]
+        doc = tantivy.Document()
+        doc.add_text("id", row.id)
+        title = f"{row.title} {row.id}"
+        doc.add_text("title", f"{title}\n{extras(title)}")
+        names = "\n".join(aliases)
+        doc.add_text("aliases", f"{names}\n{extras(names)}")
+        labels = " ".join(tags + archs)
+        doc.add_text("tags", f"{labels}\n{extras(labels)}")
+        texts: list[str] = []
+        headings: list[str] = []
+        lead_done = False
+        for sec in sections:
+            heading_extra = extras(sec.heading)
+            text_extra = extras(sec.text)
+            headings.append(f"{sec.heading} {heading_extra}")
+            texts.append(f"{sec.text}\n{text_extra}")
+            s = tantivy.Document()
+            s.add_text("page_id", row.id)
+            lead = not lead_done and bool(sec.text.strip() or sec.heading.strip())
+            lead_done = lead_done or lead
+            s.add_text("lead", "1" if lead else "0")
+            s.add_text("heading", f"{sec.heading}\n{heading_extra}")
+            s.add_text("text", f"{sec.text}\n{text_extra}")
+            ref = {"heading": sec.heading or row.title, "anchor": sec.anchor, "text": sec.text or sec.heading or row.title}
+            s.add_bytes("data", json.dumps(ref).encode())
+            self.sections.writer.add_document(s)
+        if not lead_done:  # a page without text still answers with a section: its title
+            s = tantivy.Document()
+            s.add_text("page_id", row.id)
+            s.add_text("lead", "1")
+            s.add_bytes("data", json.dumps({"heading": row.title, "anchor": "", "text": row.title}).encode())
+            self.sections.writer.add_document(s)
+        doc.add_text("headings", "\n".join(headings))
+        doc.add_text("body", "\n".join(texts))
+        doc.add_text("type", row.type)
+        for fam in dict.fromkeys(_family(a) for a in archs):
+            doc.add_text("arch", fam)
+        for tag in dict.fromkeys(t.lower() for t in tags):
+            doc.add_text("tag", tag)
+        for lang in dict.fromkeys(lang.lower() for lang in languages):
+            doc.add_text("language", lang)
+        if row.confidence:
+            doc.add_text("confidence", row.confidence)
+        for alias in dict.fromkeys(a.strip().lower() for a in aliases):
+            doc.add_text("alias_exact", alias)
+        doc.add_text("title_exact", row.title.strip().lower())
+        data = {"id": row.id, "title": row.title, "type": row.type, "path": row.path, "architectures": archs}
+        doc.add_bytes("data", json.dumps(data).encode())
+        self.pages.writer.add_document(doc)
+
+    def _refresh_words(self) -> None:
+        """The word list typo correction searches: every alphabetic word of the index with its page count."""
+        counts: dict[str, int] = {}
+        searcher = self.pages.searcher
+        for name in PAGE_FIELDS:
+            for word, n in searcher.terms_with_prefix(name, ""):
+                if len(word) >= TYPO_MIN - 1 and word.isalpha():
+                    counts[word] = max(n, counts.get(word, 0))
+        self.words.reset()
+        for word, n in counts.items():
+            doc = tantivy.Document()
+            doc.add_text("word", word)
+            doc.add_unsigned("docs", n)
+            self.words.writer.add_document(doc)
+        self.words.commit()
+        values = searcher.aggregate(
+            tantivy.Query.all_query(), {name: {"terms": {"field": name, "size": 10_000}} for name in FILTER_FIELDS}
+        )
+        self.values = {name: sorted(b["key"] for b in values[name]["buckets"]) for name in FILTER_FIELDS}
+
+    # -- searching ---------------------------------------------------------------
+
+    def search(self, query: str, filters: dict[str, str], params: dict[str, str], limit: int = 20, offset: int = 0) -> SearchPublic:
+        """Ranked, filtered, faceted page search; `filters` hold index values, `params` the caller's spelling."""
+        started = time.perf_counter()
+        key = (Window(" ".join(query.lower().split()), tuple(sorted(filters.items())), limit, offset), self.generation)
+        if self.cache_size > 0:
+            with self._cache_lock:
+                cached = self._cache.get(key)
+                if cached is not None:
+                    self._cache.move_to_end(key)
+            if cached is not None:
+                return cached.model_copy(update={"took_ms": round((time.perf_counter() - started) * 1000, 3)})
+        answer = self._search(query, filters, params, limit, offset)
+        answer.took_ms = round((time.perf_counter() - started) * 1000, 3)
+        if self.cache_size > 0:
+            with self._cache_lock:
+                self._cache[key] = answer
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return answer
+
+    def _search(self, query: str, filters: dict[str, str], params: dict[str, str], limit: int, offset: int) -> SearchPublic:
+        searcher = self.pages.searcher
+        schema = self.pages.schema
+        must = self._filter_clauses(filters)
+        words = question_words(query)
+        did_you_mean = None
+        variants = {w: self._variants(searcher, w) for w in words}
+        runs = [r for r in phrases(words_of(query)[:RUN_WORDS]) if " " in r or r in variants]
+        page_query = self._page_query(words, variants, must, minimum_should_match(len(words)), runs) if words else None
+        found = searcher.search(page_query, limit=offset + limit + 1) if page_query is not None else None
+        if words and (found is None or found.count == 0):
+            fixed = self._correct(searcher, words, variants)
+            fixed_variants = variants
+            if fixed != words:
+                fixed_variants = {w: variants.get(w) or self._variants(searcher, w) for w in fixed}
+                retry_query = self._page_query(fixed, fixed_variants, must, minimum_should_match(len(fixed)), phrases(fixed))
+                retry = searcher.search(retry_query, limit=offset + limit + 1)
+                if retry.count:
+                    found, words, variants, did_you_mean, page_query = retry, fixed, fixed_variants, " ".join(fixed), retry_query
+            if found.count == 0 and len(words) > 1:  # then any word may match (corrected ones where there were typos)
+                loose_words, loose_variants = (fixed, fixed_variants) if fixed != words else (words, variants)
+                page_query = self._page_query(loose_words, loose_variants, must, 1, runs)
+                found = searcher.search(page_query, limit=offset + limit + 1)
+                if found.count and loose_words != words:
+                    words, variants, did_you_mean = loose_words, loose_variants, " ".join(loose_words)
+        hits: list[tuple[float, Any]] = list(found.hits) if found is not None else []
+        total = found.count if found is not None else 0
+        exact = self._exact(searcher, schema, query, must)
+        if exact is not None:
+            listed = [i for i, (_, addr) in enumerate(hits) if _same(addr, exact)]
+            if listed:
+                hits.pop(listed[0])
+            else:
+                total += 1  # the name matched a page the words did not
+            best = hits[0][0] if hits else 0.0
+            hits.insert(0, (best + 1.0, exact))
+        window = hits[offset : offset + limit]
+        wanted = {v for w in words for v, _ in variants.get(w, [])}
+        results = self._results(searcher, window, words, variants, wanted)
+        next_q = None
+        if offset + limit < total:
+            next_q = urlencode({"q": query, **params, "limit": limit, "offset": offset + limit})
+        facets = self._facets(searcher, page_query if total and page_query is not None else None, must, exact)
+        return SearchPublic(query=query, total=total, limit=limit, offset=offset, next=next_q, results=results,
+                            facets=facets, did_you_mean=did_you_mean, took_ms=0.0)  # fmt: skip
+
+    def _filter_clauses(self, filters: dict[str, str]) -> list[Any]:
+        schema = self.pages.schema
+        clauses = []
+        for name, value in filters.items():
+            term = tantivy.Query.term_query(schema, name, value)
+            if name == "language":  # a page for any language ('*') passes every language filter
+                term = tantivy.Query.boolean_query([(tantivy.Occur.Should, term), (tantivy.Occur.Should, tantivy.Query.term_query(schema, name, "*"))])
+            clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(term, 0.0)))
+        return clauses
+
+    def _variants(self, searcher: Any, word: str) -> list[tuple[str, float]]:
+        """The indexed words one query word matches, with weights: itself, its architecture forms, its expansions."""
+        found: dict[str, float] = {word: 1.0}
+        forms = arch_forms(word)
+        for form in forms:
+            found.setdefault(form, 1.0 if form == forms[0] else FAMILY_WEIGHT)
+        if len(word) >= PREFIX_MIN and not forms:
+            stem = root(word) or word  # a prefix of the word: one walk finds the word's extensions and its relatives
+            for name in PAGE_FIELDS:
+                for term, _n in searcher.terms_with_prefix(name, stem, limit=PREFIX_EXPANSIONS):
+                    found.setdefault(term, PREFIX_WEIGHT if term.startswith(word) else ROOT_WEIGHT)
+        return list(found.items())
+
+    def _word_clause(self, schema: Any, fields: dict[str, float], variants: list[tuple[str, float]]) -> Any:
+        subs = [
+            (tantivy.Occur.Should, tantivy.Query.boost_query(tantivy.Query.term_query(schema, name, term), boost * weight))
+            for name, boost in fields.items()
+            for term, weight in variants
+        ]
+        return tantivy.Query.boolean_query(subs)
+
+    def _page_query(self, words: list[str], variants: dict[str, list[tuple[str, float]]], must: list[Any], at_least: int,
+                    runs: list[str] | None = None) -> Any:  # fmt: skip
+        """Pages with at least `at_least` of the words; a run of query words that is a page's alias or title scores extra."""
+        schema = self.pages.schema
+        clauses = [(tantivy.Occur.Should, self._word_clause(schema, PAGE_FIELDS, variants[w])) for w in words]
+        text = tantivy.Query.boolean_query(clauses, minimum_number_should_match=min(at_least, len(clauses)))
+        bonus = [
+            (tantivy.Occur.Should, tantivy.Query.const_score_query(tantivy.Query.term_query(schema, field, run), PHRASE_SCORE * (run.count(" ") + 1)))
+            for run in runs or []
+            for field in ("alias_exact", "title_exact")
+        ]
+        if not must and not bonus:
+            return text
+        return tantivy.Query.boolean_query([(tantivy.Occur.Must, text), *bonus, *must])
+
+    def _exact(self, searcher: Any, schema: Any, query: str, must: list[Any]) -> Any:
+        """The page whose id, alias or title is exactly the query (case-insensitive), if it passes the filters."""
+        needle = query.strip().lower()
+        if not needle or len(needle) > MAX_WORD:
+            return None
+        for field in ("id", "alias_exact", "title_exact"):
+            q = tantivy.Query.term_query(schema, field, needle)
+            if must:
+                q = tantivy.Query.boolean_query([(tantivy.Occur.Must, q), *must])
+            found = searcher.search(q, limit=1, count=False)
+            if found.hits:
+                return found.hits[0][1]
+        return None
+
+    def _correct(self, searcher: Any, words: list[str], variants: dict[str, list[tuple[str, float]]]) -> list[str]:
+        """Unknown words replaced by the most common indexed word within their edit limit (bounded work)."""
+        deadline = time.perf_counter() + self.typo_budget_s
+        fixed = list(words)
+        tried = 0
+        for i, word in enumerate(words):
+            if tried >= TYPO_TERMS or time.perf_counter() > deadline:
+                break
+            if len(word) < TYPO_MIN or not word.isalpha() or self._known(searcher, variants[word]):
+                continue
+            tried += 1
+            for distance in (1, 2) if len(word) > 7 else (1,):
+                q = tantivy.Query.fuzzy_term_query(self.words.schema, "word", word, distance, True, False)
+                found = self.words.searcher.search(q, limit=1, count=False, order_by_field="docs")
+                if found.hits:
+                    fixed[i] = self.words.searcher.doc(found.hits[0][1])["word"][0]
+                    break
+        return fixed
+
+    def _known(self, searcher: Any, variants: list[tuple[str, float]]) -> bool:
+        return len(variants) > 1 or any(searcher.doc_freq(name, variants[0][0]) for name in PAGE_FIELDS)
+
+    def _facets(self, searcher: Any, page_query: Any, must: list[Any], exact: Any) -> dict[str, dict[str, int]]:
+        if page_query is None and exact is None:
+            return {"type": {}, "arch": {}, "tag": {}}
+        if page_query is None:
+            data = json.loads(bytes(searcher.doc(exact)["data"][0]))
+            page_query = tantivy.Query.term_query(self.pages.schema, "id", data["id"])
+        spec = {
+            "type": {"terms": {"field": "type", "size": 100}},
+            "arch": {"terms": {"field": "arch", "size": 100}},
+            "tag": {"terms": {"field": "tag", "size": FACET_TAGS}},
+        }
+        found = searcher.aggregate(page_query, spec)
+        return {name: {b["key"]: b["doc_count"] for b in found[name]["buckets"]} for name in spec}
+
+    def _results(self, searcher: Any, window: list[tuple[float, Any]], words: list[str],
+                 variants: dict[str, list[tuple[str, float]]], wanted: set[str]) -> list[SearchResult]:  # fmt: skip
+        if not window:
+            return []
+        pages = [(score, json.loads(bytes(searcher.doc(addr)["data"][0]))) for score, addr in window]
+        ids = [p["id"] for _, p in pages]
+        best = self._best_sections(ids, words, variants)
+        out = []
+        for score, page in pages:
+            sec = best.get(page["id"]) or {"heading": page["title"], "anchor": "", "text": page["title"]}
+            out.append(SearchResult(
+                id=page["id"], title=page["title"], type=page["type"], path=page["path"],
+                architectures=page["architectures"], score=round(score, 4),
+                section=SectionRef(heading=sec["heading"], anchor=sec["anchor"]),
+                snippet=excerpt(sec["text"], wanted) or excerpt(page["title"], wanted),
+            ))  # fmt: skip
+        return out
+
+    def _best_sections(self, ids: list[str], words: list[str], variants: dict[str, list[tuple[str, float]]]) -> dict[str, dict[str, str]]:
+        """Each page's best-matching section, or its first section with text."""
+        sections = self.sections
+        schema = sections.schema
+        within = (tantivy.Occur.Must, tantivy.Query.term_set_query(schema, "page_id", ids))
+        best: dict[str, dict[str, str]] = {}
+        if words:
+            text = tantivy.Query.boolean_query(
+                [(tantivy.Occur.Should, self._word_clause(schema, SECTION_FIELDS, variants[w])) for w in words]
             )
+            found = sections.searcher.search(tantivy.Query.boolean_query([within, (tantivy.Occur.Must, text)]), limit=len(ids) * 16, count=False)
+            for _score, addr in found.hits:
+                doc = sections.searcher.doc(addr)
+                pid = doc["page_id"][0]
+                if pid not in best:
+                    best[pid] = json.loads(bytes(doc["data"][0]))
+        missing = [pid for pid in ids if pid not in best]
+        if missing:
+            lead = (tantivy.Occur.Must, tantivy.Query.term_query(schema, "lead", "1"))
+            within = (tantivy.Occur.Must, tantivy.Query.term_set_query(schema, "page_id", missing))
+            found = sections.searcher.search(tantivy.Query.boolean_query([within, lead]), limit=len(missing), count=False)
+            for _score, addr in found.hits:
+                doc = sections.searcher.doc(addr)
+                best.setdefault(doc["page_id"][0], json.loads(bytes(doc["data"][0])))
+        return best
 
-    def match(
-        self, conn: Connection, terms: list[str], any_term: bool, page_filter_sql: str, params: dict
-    ) -> list[Hit]:
-        w = WEIGHTS
-        sql = (
-            f"SELECT page_id, section_id, bm25(search_fts, 0, 0, {w['title']}, {w['aliases']}, "
-            f"{w['tags']}, {w['heading']}, {w['body']}) AS rank FROM search_fts "
-            f"WHERE search_fts MATCH :q {page_filter_sql} ORDER BY rank LIMIT {MAX_HITS}"
-        )
-        rows = conn.execute(text(sql), {"q": fts5_query(terms, any_term), **params})
-        return combine((page_id, int(section_id), -float(rank)) for page_id, section_id, rank in rows)
 
-    def vocabulary(self, conn: Connection) -> list[str]:
-        return [row[0] for row in conn.exec_driver_sql("SELECT term FROM search_vocab")]
+def _family(arch: str) -> str:
+    forms = arch_forms(fold(arch).replace("-", ""))
+    return forms[-1] if forms else fold(arch)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a.segment_ord == b.segment_ord and a.doc == b.doc

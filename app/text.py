@@ -1,128 +1,207 @@
-"""Text handling shared by every search backend: GPU-identifier-aware terms, typo distance, excerpts.
+"""Text rules of search: what a word is, which extra forms a GPU identifier is indexed under, excerpts.
 
-GPU identifiers are words here: `cp.async.bulk.tensor.2d`, `shared::cluster`,
-`__syncthreads`, `expect_tx`. Indexed text gets each compound identifier a
-second time in joined form (`cp_async_bulk_tensor_2d`) plus its parts, so a
-prefix query for the joined form of `cp.async.bulk` finds it, and `tensor`
-alone finds it too.
+A word is a run of letters, digits and '_', or such runs joined by '.' or '::',
+so `cp.async.bulk.tensor.2d`, `shared::cluster`, `__syncthreads`, `expect_tx`,
+`m16n8k16` and `tcgen05.ld` are single terms (the tantivy tokenizer in
+app/search.py uses the same pattern). Indexed text also carries, for each
+compound identifier, its parts (`tensor`), its suffixes (`shared::cluster…`
+inside a longer mnemonic) and, for underscored words, their pieces
+(`syncthreads`, `expect`, `tx`); a prefix query for `cp.async.bulk` then
+finds `cp.async.bulk.tensor.2d`. Architecture labels in any spelling the UI
+or a page uses (`sm_90a`, `SM90A`, `sm90a`) are indexed as `sm90a` and as
+their family `sm90`, and queries are read the same way.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import re
+import unicodedata
+from typing import Iterator
 
-IDENTIFIER = re.compile(r"\w+(?:(?:\.|::)\w+)*")
-"""A word, or words joined by '.' or '::' (PTX mnemonics, CUDA scopes)."""
+WORD_PATTERN = r"\w+(?:(?:\.|::)\w+)*"
+"""A word, or words joined by '.' or '::' (PTX mnemonics, CUDA scopes); also the index's tokenizer."""
+WORD = re.compile(WORD_PATTERN)
+SEPARATOR = re.compile(r"\.|::")
+ARCH = re.compile(r"sm_?(\d{2,3})([af]?)")
+"""An architecture label, lowercased: sm90, sm_90a, sm100f."""
+NEEDS_EXTRAS = re.compile(r"\w+(?:(?:\.|::)\w+)+|\w*_\w*|(?i:\bsm\d{2,3}[af]?\b)")
+"""Words that get extra index forms: compounds, underscored words, architecture labels (rare; scanned fast)."""
 
 MAX_TERMS = 32
-"""Query terms beyond this are dropped: a 10 kB query is cut, not refused."""
+"""Query words beyond this are dropped: a 10 kB query is cut, not refused."""
+MAX_WORD = 200
+"""Longer words are not indexed (the tokenizer drops them) and never match."""
+
+STOP_WORDS = frozenset(
+    """a about an and any are as at be been but by can could do does did for from had has have how i if in
+    into is it its me my no not of on or our should so than that the their them then there these they this
+    those to use used using was we were what when where which while who why will with would you your""".split()
+)
+"""English filler words dropped from a question ("how do I allocate tensor memory" → allocate tensor memory)."""
 
 
-def joined(token: str) -> str:
-    """`cp.async.bulk` → `cp_async_bulk`; `shared::cluster` → `shared_cluster`."""
-    return token.lower().replace("::", "_").replace(".", "_")
+def fold(value: str) -> str:
+    """Lowercase without diacritics, as the index's tokenizer does (lowercase + ASCII folding)."""
+    lowered = value.lower()
+    if lowered.isascii():
+        return lowered
+    return "".join(c for c in unicodedata.normalize("NFKD", lowered) if not unicodedata.combining(c))
 
 
-def expand(text: str) -> str:
-    """Index form of a text: the text, then the joined form and parts of each compound token."""
-    extra: list[str] = []
-    for match in IDENTIFIER.finditer(text):
+def arch_forms(word: str) -> list[str]:
+    """`sm_90a` → [`sm90a`, `sm90`]; `sm90` → [`sm90`]; anything else → []."""
+    m = ARCH.fullmatch(word)
+    if m is None:
+        return []
+    exact = f"sm{m.group(1)}{m.group(2)}"
+    family = f"sm{m.group(1)}"
+    return [exact] if exact == family else [exact, family]
+
+
+def word_forms(word: str) -> list[str]:
+    """The extra index forms of one lowercased word (not the word itself)."""
+    forms: list[str] = []
+    pieces = SEPARATOR.split(word)
+    if len(pieces) > 1:
+        # Every suffix keeps its separators: `shared::cluster` then prefixes the suffix of a longer mnemonic.
+        starts = [m.end() for m in SEPARATOR.finditer(word)]
+        forms.extend(word[s:] for s in starts[:-1])
+        forms.extend(pieces)
+    for piece in pieces:
+        if "_" in piece:
+            stripped = piece.strip("_")
+            if stripped and stripped != piece:
+                forms.append(stripped)
+            subwords = [p for p in stripped.split("_") if p]
+            if len(subwords) > 1:
+                forms.extend(subwords)
+        forms.extend(arch_forms(piece))
+    return [f for f in dict.fromkeys(forms) if f and f != word]
+
+
+def extras(text: str) -> str:
+    """The extra index forms of every identifier in `text`, space-separated ('' when there are none)."""
+    found: list[str] = []
+    for match in NEEDS_EXTRAS.finditer(text):
         token = match.group(0)
-        compound = "." in token or ":" in token
-        parts = re.split(r"\.|::", token) if compound else [token]
-        if compound:
-            # Every suffix, joined: a prefix query then finds any run of parts (shared::cluster
-            # inside cp.async.bulk.tensor.2d.shared::cluster.global...).
-            extra.extend(joined(".".join(parts[i:])) for i in range(len(parts) - 1))
-        for part in parts:
-            if "_" in part:
-                stripped = part.strip("_")
-                if compound:
-                    extra.append(part)
-                if stripped and stripped != part:
-                    extra.append(stripped)
-                extra.extend(p for p in stripped.split("_") if p)
-    if not extra:
-        return text
-    return text + "\n" + " ".join(extra)
+        if token.strip("_"):
+            found.extend(word_forms(fold(token)))
+    return " ".join(found)
 
 
-def query_terms(query: str) -> list[str]:
-    """The search terms of a user query, lowercased and joined; everything else is ignored."""
-    terms: list[str] = []
-    for match in IDENTIFIER.finditer(query):
-        term = joined(match.group(0)).strip("_") if not match.group(0).startswith("__") else joined(match.group(0))
-        if term and term not in terms:
-            terms.append(term)
-        if len(terms) >= MAX_TERMS:
-            break
-    return terms
+def words(text: str) -> list[str]:
+    """The words of a text in index form (lowercased, folded), long words dropped."""
+    return [w for w in (fold(m.group(0)) for m in WORD.finditer(text)) if len(w) <= MAX_WORD]
 
 
-def edit_distance(a: str, b: str, limit: int) -> int:
-    """Edit distance with adjacent transpositions (optimal string alignment), giving up past `limit`."""
-    if abs(len(a) - len(b)) > limit:
-        return limit + 1
-    before: list[int] = []
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i]
-        for j, cb in enumerate(b, 1):
-            value = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
-            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
-                value = min(value, before[j - 2] + 1)
-            cur.append(value)
-        if min(cur) > limit:
-            return limit + 1
-        before, prev = prev, cur
-    return prev[-1]
+def question_words(query: str) -> list[str]:
+    """The distinct words of a query without English filler words (all of them when nothing else is left)."""
+    found = list(dict.fromkeys(words(query)))[:MAX_TERMS]
+    kept = [w for w in found if w not in STOP_WORDS]
+    return kept or found
 
 
-def typo_limit(term: str) -> int:
-    """Edits allowed for a term: none under five letters, one up to seven, two beyond."""
-    if len(term) < 5 or not term.isalpha():
-        return 0
-    return 1 if len(term) <= 7 else 2
+SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ions", "ion", "ies", "ed", "es", "ly", "e", "s")
+"""English endings cut off a question's word to find its relatives (`allocate` → `allocat…`: allocation, allocated)."""
+ROOT_MIN = 4
 
 
-def correct(term: str, vocabulary: dict[int, list[str]]) -> str | None:
-    """The closest vocabulary word within the term's typo limit, or None (ties: the shorter, then alphabetical)."""
-    limit = typo_limit(term)
-    if limit == 0:
+def root(word: str) -> str | None:
+    """The stem a longer alphabetic word shares with its relatives, or None (`allocate` → `allocat`)."""
+    if len(word) < ROOT_MIN + 2 or not word.isalpha():
         return None
-    best: tuple[int, int, str] | None = None
-    for length in range(len(term) - limit, len(term) + limit + 1):
-        for word in vocabulary.get(length, ()):
-            d = edit_distance(term, word, limit)
-            if d <= limit and d > 0 and (best is None or (d, len(word), word) < best):
-                best = (d, len(word), word)
-    return None if best is None else best[2]
+    for suffix in SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= ROOT_MIN:
+            return word[: -len(suffix)]
+    return None
 
 
-def excerpt(text: str, terms: list[str], width: int = 200) -> str:
-    """An HTML-escaped window of `text` around the first matching term, matches in <mark>."""
-    words = {t for term in terms for t in {term, *term.split("_")} if len(t) >= 2}
-    patterns = sorted(words, key=len, reverse=True)
-    # Match the user's term in its original spelling: '_' in a joined term may be '.', '::' or '_'.
-    regex = (
-        re.compile("|".join(re.escape(p).replace("_", r"(?:_|\.|::)") for p in patterns), re.IGNORECASE)
-        if patterns
-        else None
-    )
+def phrases(words_: list[str], longest: int = 4) -> list[str]:
+    """Every run of up to `longest` consecutive words, joined by one space (to meet aliases and titles)."""
+    return [" ".join(words_[i : i + n]) for n in range(1, longest + 1) for i in range(len(words_) - n + 1)]
+
+
+def _marked(token: str, wanted: frozenset[str]) -> bool:
+    word = fold(token)
+    if word in wanted:
+        return True
+    if "_" in word or "." in word or ":" in word or word.startswith("sm"):  # only these have other forms
+        return any(f in wanted for f in word_forms(word))
+    return False
+
+
+TOKEN_CHARS = re.compile(r"[\w.:]*$")
+
+
+@functools.lru_cache(maxsize=256)
+def _finder(wanted: frozenset[str]) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(w) for w in sorted(wanted, key=len, reverse=True)), re.IGNORECASE)
+
+
+def _marks(flat: str, wanted: frozenset[str], lo: int = 0, hi: int | None = None) -> Iterator[tuple[int, int]]:
+    """Spans of the marked words of `flat` that begin in [lo, hi): wanted terms found by one regex, checked as whole words."""
+    if not wanted:
+        return
+    hi = len(flat) if hi is None else hi
+    seen = -1
+    for m in _finder(wanted).finditer(flat, lo, min(len(flat), hi + MAX_WORD)):
+        if m.start() < seen:
+            continue  # inside a word already judged
+        back = TOKEN_CHARS.search(flat, max(0, m.start() - MAX_WORD), m.start())
+        start = back.start() if back else m.start()
+        while start < m.start() and not flat[start].isalnum() and flat[start] != "_":
+            start += 1  # a word never begins with '.' or ':'
+        token = WORD.match(flat, start)
+        if token is None or token.end() < m.end():
+            continue
+        seen = token.end()
+        if token.start() >= hi:
+            return
+        if token.start() >= lo and _marked(token.group(0), wanted):
+            yield token.start(), token.end()
+
+
+def excerpt(text: str, wanted: set[str] | frozenset[str], width: int = 200) -> str:
+    """An HTML-escaped window of `text` around the first matching word; whole matching words in <mark>.
+
+    A word is marked when it, or one of its index forms, is one of the `wanted`
+    terms, so `tma` never marks the inside of `setmaxnreg` and `cp.async.bulk`
+    marks all of `cp.async.bulk.tensor.2d`.
+    """
     flat = " ".join(text.split())
-    first = regex.search(flat) if regex else None
-    start = max(0, (first.start() if first else 0) - width // 3)
-    window = flat[start : start + width]
-    prefix = "…" if start > 0 else ""
-    suffix = "…" if start + width < len(flat) else ""
-    if regex is None:
-        return prefix + html.escape(window) + suffix
-    out: list[str] = []
-    pos = 0
-    for m in regex.finditer(window):
-        out.append(html.escape(window[pos : m.start()]))
-        out.append("<mark>" + html.escape(m.group(0)) + "</mark>")
-        pos = m.end()
-    out.append(html.escape(window[pos:]))
-    return prefix + "".join(out) + suffix
+    wanted = frozenset(w for w in wanted if w)
+    first = next(_marks(flat, wanted), None)
+    start = 0
+    if first is not None:
+        start = max(0, first[0] - width // 3)
+        if start:  # begin at a word boundary
+            space = flat.find(" ", start)
+            start = space + 1 if 0 <= space < first[0] else start
+    end = min(len(flat), start + width)
+    spans = list(_marks(flat, wanted, start, end))
+    if end < len(flat):  # end at a word boundary, but never cut a marked word
+        space = flat.rfind(" ", start, end)
+        cut = space if space > start else end
+        end = max([cut] + [e for s, e in spans if s < cut <= e])
+    out = ["…"] if start > 0 else []
+    pos = start
+    for s, e in spans:
+        if s < pos or s >= end:
+            continue
+        out.append(html.escape(flat[pos:s]))
+        out.append("<mark>" + html.escape(flat[s:e]) + "</mark>")
+        pos = e
+    out.append(html.escape(flat[pos:end]))
+    if end < len(flat):
+        out.append("…")
+    return "".join(out)
+
+
+MARK = re.compile(r"</?mark>")
+
+
+def plain(snippet: str) -> str:
+    """An excerpt as plain text: marks dropped, entities decoded (for terminals and JSON consumers)."""
+    return html.unescape(MARK.sub("", snippet))

@@ -10,7 +10,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 
-from app.db import create_schema, make_engine, search_backend
+from app.db import create_schema, make_engine
 from app.migrations import BASELINE, HERE, config, upgrade
 from app.models import SQLModel
 
@@ -29,15 +29,15 @@ def _differences(engine) -> list:  # type: ignore[no-untyped-def]
 
 def test_migrations_build_the_models_schema_and_run_twice_harmlessly(db_url: str) -> None:
     engine = make_engine(db_url)
-    create_schema(engine, search_backend(db_url))
-    create_schema(engine, search_backend(db_url))
+    create_schema(engine)
+    create_schema(engine)
     assert _differences(engine) == []
     head = ScriptDirectory.from_config(config(None)).get_current_head()  # type: ignore[arg-type]
     with engine.connect() as conn:
         assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == head
         tables = set(inspect(conn).get_table_names())
     assert {"page", "section", "snippet", "evidence"} <= tables
-    assert ("search_doc" in tables) if engine.dialect.name == "postgresql" else ("search_fts" in tables)
+    assert not {"search_fts", "search_vocab", "search_doc", "search_term"} & tables  # full-text search lives in tantivy (app/search.py)
     engine.dispose()
 
 
@@ -49,7 +49,7 @@ def test_an_index_made_before_migrations_is_adopted(tmp_path: Path) -> None:
     with engine.begin() as conn:
         conn.exec_driver_sql("DROP TABLE alembic_version")
         conn.exec_driver_sql("INSERT INTO evidence VALUES ('r', 's', 'p', 't', 'compile', 'pass', 'h', '2026', '{}')")
-    create_schema(engine, search_backend("sqlite://"))
+    create_schema(engine)
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM evidence")).scalar() == 1
     assert _differences(engine) == []
@@ -62,7 +62,7 @@ def test_service_replicas_that_start_together_migrate_once(postgres_url: str) ->
     def start() -> None:
         engine = make_engine(postgres_url)
         try:
-            create_schema(engine, search_backend(postgres_url))
+            create_schema(engine)
         except BaseException as exc:  # noqa: BLE001 - collected for the assertion
             errors.append(exc)
         finally:

@@ -94,3 +94,142 @@ def test_any_string_gives_results_or_none(store, query: str) -> None:
 def test_an_exact_name_match_still_obeys_the_filters(store) -> None:
     assert "hw-tmem" not in ids(store.search("TMEM", Filters(arch="sm90")))
     assert ids(store.search("TMEM", Filters(arch="sm100")))[0] == "hw-tmem"
+
+
+# -- the tantivy engine: questions, architecture words, sections, highlights, typos, cache, following the SQL index --
+
+QUESTIONS = {
+    "how do I allocate tensor memory": "hw-tmem",
+    "what is the accumulator of tcgen05.mma": "hw-tmem",
+    "how does a thread wait for an mbarrier phase": "hw-mbarrier",
+    "which instruction copies a tile with the TMA": "hw-tma",
+}
+
+
+@pytest.mark.parametrize("question,page", QUESTIONS.items())
+def test_plain_english_questions_rank_by_the_words_that_matter(store, question: str, page: str) -> None:
+    assert ids(store.search(question, Filters()))[0] == page
+
+
+def test_a_question_of_filler_words_only_still_searches_them(store) -> None:
+    assert store.search("the and of", Filters()).total == store.search("the and of", Filters()).total  # no error
+    assert store.search("what is TMA", Filters()).results[0].id == "hw-tma"
+
+
+@pytest.mark.parametrize("label", ["sm90a", "SM90", "sm_90a", "sm90", "SM_90A"])
+def test_architecture_labels_as_the_ui_writes_them_are_query_words(store, label: str) -> None:
+    found = ids(store.search(label, Filters()))
+    assert "hw-tma" in found and "hw-mbarrier" in found and "hw-tmem" not in found, (label, found)
+
+
+@pytest.mark.parametrize("label", ["sm100a", "sm_100a", "SM100", "sm100"])
+def test_blackwell_labels_find_the_blackwell_pages(store, label: str) -> None:
+    assert {"hw-tma", "hw-tmem", "hw-mbarrier"} <= set(ids(store.search(label, Filters())))
+
+
+QUERIES = ["tma", "memory", "TMEM", "cp.async.bulk", "sm90a", "mbarrier", "tensr memroy", "PTX", "allocation", "tile", "hw-tma"]
+
+
+def test_every_hit_names_a_section_and_has_an_excerpt(store) -> None:
+    for query in QUERIES:
+        for r in store.search(query, Filters(), limit=50).results:
+            assert r.section is not None and r.section.heading, (query, r.id)
+            assert r.snippet.strip(), (query, r.id)
+
+
+def test_highlights_cover_whole_words_only(store) -> None:
+    import re
+
+    marked = 0
+    for query in QUERIES + ["tm", "async", "cluster", "tensor"]:
+        for r in store.search(query, Filters(), limit=50).results:
+            for m in re.finditer(r"(\w?)<mark>(.*?)</mark>(\w?)", r.snippet):
+                marked += 1
+                assert not m.group(1) and not m.group(3), (query, r.id, r.snippet)
+    assert marked > 10
+
+
+def test_a_compound_identifier_is_marked_whole_when_a_prefix_of_it_is_searched(store) -> None:
+    snippet = store.search("cp.async.bulk", Filters()).results[0].snippet
+    assert "<mark>cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes</mark>" in snippet
+
+
+def test_typo_correction_is_bounded_to_a_few_words_and_only_runs_without_hits(store) -> None:
+    near_misses = " ".join(["memroy", "tensr", "allocaton", "barirer", "phasse", "tilles", "accumulats", "shaerd"] * 4)
+    result = store.search(near_misses, Filters())
+    assert result.did_you_mean is None or len(set(result.did_you_mean.split()) - set(near_misses.split())) <= 4
+    assert store.search("memory", Filters()).did_you_mean is None  # a query with hits is never corrected
+    assert store.search("swizzel", Filters()).did_you_mean is None  # nothing near enough: no suggestion, no error
+
+
+def test_paging_counts_exactly_and_windows_do_not_overlap(store) -> None:
+    everything = store.search("memory", Filters(), limit=200)
+    pages = [ids(store.search("memory", Filters(), limit=1, offset=i)) for i in range(everything.total)]
+    assert [p[0] for p in pages] == ids(everything) and everything.total == len(everything.results)
+    assert store.search("memory", Filters(), limit=1, offset=everything.total).results == []
+
+
+def test_a_reindex_is_searchable_at_once_and_the_cache_follows_it(store, wiki_dir) -> None:
+    assert store.search("quokka", Filters()).total == 0
+    tma = wiki_dir / "nvidia" / "tma.md"
+    tma.write_text(tma.read_text() + "\n## Quokka\n\nA quokka copies tiles.\n")
+    store.reindex(wiki_dir)
+    hit = store.search("quokka", Filters()).results[0]
+    assert hit.id == "hw-tma" and hit.section is not None and hit.section.anchor == "quokka"
+    (wiki_dir / "nvidia" / "tmem.md").unlink()
+    store.reindex(wiki_dir)
+    assert "hw-tmem" not in ids(store.search("memory", Filters()))
+    assert store.search("TMEM", Filters()).total == 0
+
+
+def test_another_process_reindexing_is_followed_by_generation(db_url: str, wiki_dir) -> None:
+    """A second Store on the same database stands for another process (a CLI `kernelwiki index`)."""
+    from app.store import Store
+
+    reader, writer = Store(db_url), Store(db_url)
+    try:
+        reader.create_schema()
+        writer.reindex(wiki_dir)
+        assert ids(reader.search("TMEM", Filters()))[0] == "hw-tmem"  # built from the SQL rows on first use
+        (wiki_dir / "ptx.md").write_text((wiki_dir / "ptx.md").read_text() + "\nwombat\n")
+        writer.reindex(wiki_dir)
+        assert ids(reader.search("wombat", Filters())) == ["doc-ptx-isa"]
+    finally:
+        reader.engine.dispose()
+        writer.engine.dispose()
+
+
+def test_filter_values_that_do_not_exist_are_named_with_the_allowed_values(store) -> None:
+    problems = store.filter_problems(Filters(type="bogus", arch="sm999", confidence="maybe"))
+    assert [p.parameter for p in problems] == ["type", "arch", "confidence"]
+    assert "hardware" in problems[0].allowed and "sm90a" in problems[1].allowed
+    assert set(problems[2].allowed) == {"verified", "source-reported"}
+    assert "bogus" in problems[0].message and "hardware" in problems[0].message
+    assert store.filter_problems(Filters(type="hardware", arch="SM_90A", confidence="verified", tag="anything")) == []
+
+
+def test_the_api_answers_422_for_unknown_filter_values_and_the_search_page_shows_why(live) -> None:
+    for param, value in [("type", "bogus"), ("arch", "sm999"), ("confidence", "maybe")]:
+        response = live.get("/api/search", params={"q": "memory", param: value})
+        assert response.status_code == 422, (param, response.text)
+        detail = response.json()["error"]["detail"]
+        assert detail[0]["loc"] == ["query", param] and detail[0]["allowed"]
+    page = live.get("/search", params={"q": "memory", "arch": "sm999"}, headers={"accept": "text/html"})
+    assert page.status_code == 422 and "sm999" in page.text and "sm90a" in page.text
+    assert live.get("/api/search", params={"q": "memory", "arch": "sm_90a"}).status_code == 200
+
+
+@pytest.mark.postgres
+def test_sqlite_and_postgresql_answer_identically(tmp_path, wiki_dir, postgres_url: str) -> None:
+    from app.store import Store
+
+    answers = []
+    for url in (f"sqlite:///{tmp_path / 'same.db'}", postgres_url):
+        s = Store(url)
+        s.create_schema()
+        s.reindex(wiki_dir)
+        answers.append([
+            [(r.id, r.section, r.snippet, r.score) for r in s.search(q, Filters(), limit=50).results] for q in QUERIES
+        ])
+        s.engine.dispose()
+    assert answers[0] == answers[1]
