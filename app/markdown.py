@@ -53,7 +53,33 @@ def _parser() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.enable("table")
     md.enable("strikethrough")
+    md.add_render_rule("fence", _fence_rule)
     return md
+
+
+_SHARED: list[MarkdownIt] = []
+
+
+def _shared_parser() -> MarkdownIt:
+    """One parser per process, made on first use (building one costs more than parsing a page).
+
+    Parsing and rendering keep their state in per-call objects and `env`, so threads may share it.
+    """
+    if not _SHARED:
+        _SHARED.append(_parser())
+    return _SHARED[0]
+
+
+def _fence_rule(self: Any, toks: list[Token], idx: int, options: Any, env: Any) -> str:
+    """Fenced blocks through the caller's hook (`env["fence"]`), counted per render in `env`."""
+    index = env["fence_count"]
+    env["fence_count"] = index + 1
+    hook = env.get("fence")
+    if hook is not None:
+        out = hook(toks[idx], index)
+        if out is not None:
+            return out
+    return self.fence(toks, idx, options, env)
 
 
 def _inline_text(token: Token) -> str:
@@ -64,7 +90,7 @@ def _inline_text(token: Token) -> str:
 
 def render(body: str, fence: FenceRenderer | None = None) -> Rendered:
     """Render a page body; `fence` may replace the HTML of fenced code blocks."""
-    md = _parser()
+    md = _shared_parser()
     tokens = md.parse(body)
     sections: list[Section] = [Section(0, 0, "", "", 1, "")]
     toc: list[dict[str, Any]] = []
@@ -92,17 +118,5 @@ def render(body: str, fence: FenceRenderer | None = None) -> Rendered:
     if not sections[0].text and len(sections) > 1:
         sections.pop(0)
 
-    counter = {"n": 0}
-
-    def fence_rule(self: Any, toks: list[Token], idx: int, options: Any, env: Any) -> str:
-        index = counter["n"]
-        counter["n"] += 1
-        if fence is not None:
-            out = fence(toks[idx], index)
-            if out is not None:
-                return out
-        return self.fence(toks, idx, options, env)
-
-    md.add_render_rule("fence", fence_rule)
-    html_out = md.renderer.render(tokens, md.options, {})
+    html_out = md.renderer.render(tokens, md.options, {"fence": fence, "fence_count": 0})
     return Rendered(html=html_out, sections=sections, toc=toc)
