@@ -1,4 +1,4 @@
-"""The `kernelwiki` command line: index, lint, serve, search, verify, evidence import.
+"""The `kernelwiki` command line: index, lint, serve, search, verify, evidence import and export.
 
 Each command takes `--wiki` and `--db` (or `KERNELWIKI_WIKI`, `KERNELWIKI_DB`).
 Heavy imports happen inside commands so `kernelwiki lint` stays quick.
@@ -6,8 +6,9 @@ Heavy imports happen inside commands so `kernelwiki lint` stays quick.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -32,20 +33,46 @@ def settings_for(wiki: Path | None, db: str | None, **more: object) -> Settings:
 
 
 def open_store(settings: Settings):  # type: ignore[no-untyped-def]
-    from app.store import Store
+    """The index, migrated; a damaged index is one line naming the file and the fix, and exit 1."""
+    from app.main import open_store as open_index
 
-    store = Store(settings.db)
-    store.create_schema()
-    return store
+    with index_errors(settings):
+        return open_index(settings)
+
+
+@contextmanager
+def index_errors(settings: Settings) -> Iterator[None]:
+    """Turn 'the index file is damaged' anywhere in a command into one clear line and exit status 1."""
+    from app.errors import broken_index_line
+
+    try:
+        yield
+    except Exception as exc:
+        line = broken_index_line(settings.db, exc)
+        if line is None:
+            raise
+        err.print(line, markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
 
 
 @cli.command()
-def index(wiki: WikiOpt = None, db: DbOpt = None, force: Annotated[bool, typer.Option(help="reparse every file")] = False) -> None:
+def index(
+    wiki: WikiOpt = None,
+    db: DbOpt = None,
+    force: Annotated[bool, typer.Option(help="reparse every file")] = False,
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="rebuild the index from the wiki; a damaged SQLite file is set aside, its evidence kept")] = False,
+) -> None:
     """Index the wiki into the SQL index (only changed files are reparsed)."""
     settings = settings_for(wiki, db)
+    if rebuild:
+        from app.repair import rebuild_sqlite
+
+        for line in rebuild_sqlite(settings.db):
+            out.print(line, highlight=False, markup=False, soft_wrap=True)
     store = open_store(settings)
-    report = store.reindex(settings.wiki, force=force)
-    loaded = store.evidence.load_dir(settings.evidence)
+    with index_errors(settings):
+        report = store.reindex(settings.wiki, force=force or rebuild)
+        loaded = store.evidence.load_dir(settings.evidence)
     from app.main import queue_changed_snippets
 
     queue_changed_snippets(settings, store, report.changed_snippets)
@@ -56,6 +83,7 @@ def index(wiki: WikiOpt = None, db: DbOpt = None, force: Annotated[bool, typer.O
         f"{len(report.removed)} removed, {report.unchanged} unchanged, {len(report.failed)} with errors "
         f"in {report.seconds:.2f}s; evidence: {loaded.inserted} new records",
         highlight=False,
+        soft_wrap=True,
     )
 
 
@@ -66,7 +94,7 @@ def lint(
 ) -> None:
     """Check every page, and its confidence/evidence_level against its snippets' evidence; exit 1 on errors."""
     from app.claims import lint_claims, read_evidence
-    from app.pages import load_wiki
+    from app.pages import links_leaving, load_wiki
     from snippets.extract import extract_snippets
 
     settings = settings_for(wiki, None, evidence=evidence)
@@ -74,7 +102,7 @@ def lint(
         err.print(f"{settings.wiki}: error: not a folder", markup=False)
         raise typer.Exit(1)
     wiki_data = load_wiki(settings.wiki)
-    diags = list(wiki_data.diagnostics)
+    diags = list(wiki_data.diagnostics) + links_leaving(settings.wiki)
     snippets_by_page = {}
     for page in wiki_data.pages.values():
         found, problems = extract_snippets(page.id, page.path, page.body, page.body_line, page.architectures)
@@ -97,19 +125,20 @@ def lint(
 def serve(
     wiki: WikiOpt = None,
     db: DbOpt = None,
+    evidence: Annotated[Optional[Path], typer.Option("--evidence", help="folder of committed evidence JSONL [env KERNELWIKI_EVIDENCE]")] = None,
     host: Annotated[Optional[str], typer.Option(help="address to listen on")] = None,
     port: Annotated[Optional[int], typer.Option(help="port")] = None,
+    watch: Annotated[Optional[bool], typer.Option("--watch/--no-watch", help="reindex as wiki files are added, changed or deleted")] = None,
+    workers: Annotated[int, typer.Option(min=1, max=64, help="server processes; extra ones read the index read-only (multi-core hosts)")] = 1,
 ) -> None:
-    """Index the wiki, then serve the API and the docs browser."""
-    import uvicorn
+    """Serve the API and the docs browser at once, indexing the wiki in the background (/api/health shows progress)."""
+    from app.serve import run_server
 
-    from app.main import create_app, prepare_store
-
-    settings = settings_for(wiki, db, host=host, port=port)
-    store = prepare_store(settings)
-    health = store.health()
-    out.print(f"serving {health['pages']} pages on http://{settings.host}:{settings.port}", highlight=False)
-    uvicorn.run(create_app(settings, store=store), host=settings.host, port=settings.port, log_level="info")
+    settings = settings_for(wiki, db, evidence=evidence, host=host, port=port, watch=watch)
+    code = run_server(settings, workers, say=lambda line: out.print(line, highlight=False, markup=False, soft_wrap=True),
+                      warn=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True))  # fmt: skip
+    if code:
+        raise typer.Exit(code)
 
 
 @cli.command()
@@ -129,27 +158,40 @@ def search(
     query: Annotated[str, typer.Argument(help="what to look for")],
     wiki: WikiOpt = None,
     db: DbOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print the API's JSON")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the API's answer as JSON, excerpts as plain text")] = False,
     limit: int = 10,
     type: Optional[str] = None,
     arch: Optional[str] = None,
     tag: Optional[str] = None,
+    confidence: Optional[str] = None,
 ) -> None:
     """Search the index (indexing first when needed)."""
     from app.store import Filters
+    from rich.text import Text
+
+    from app.text import plain
 
     settings = settings_for(wiki, db)
     store = open_store(settings)
     store.reindex(settings.wiki)
-    result = store.search(query, Filters(type=type, arch=arch, tag=tag), limit=limit)
+    filters = Filters(type=type, arch=arch, tag=tag, confidence=confidence)
+    problems = store.filter_problems(filters)
+    for problem in problems:
+        err.print(f"error: --{problem.message}", markup=False, highlight=False)
+    if problems:
+        raise typer.Exit(2)
+    result = store.search(query, filters, limit=limit)
+    for r in result.results:
+        r.snippet = plain(r.snippet)
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
         return
     if result.did_you_mean:
         out.print(f"did you mean: {result.did_you_mean}", highlight=False)
-    table = Table("page", "section", "type", "score")
+    table = Table("page", "title", "section", "type", "score")
     for r in result.results:
-        table.add_row(r.id, f"{r.section.heading} (#{r.section.anchor})" if r.section else "", r.type, f"{r.score:.2f}")
+        section = f"{r.section.heading} (#{r.section.anchor})" if r.section and r.section.anchor else ""
+        table.add_row(*(Text(cell) for cell in (r.id, r.title, section, r.type, f"{r.score:.2f}")))  # titles are text, not markup
     out.print(table)
     out.print(f"{result.total} results in {result.took_ms:.1f} ms", highlight=False)
 
@@ -165,12 +207,14 @@ def verify(
     compile_only: Annotated[bool, typer.Option("--compile-only", help="build programs but do not run them")] = False,
     report: Annotated[Optional[Path], typer.Option("--report", help="also write the evidence records to this JSONL file")] = None,
     store_evidence: Annotated[bool, typer.Option("--store/--no-store", help="record the evidence in the index")] = True,
+    isolation: Annotated[Optional[str], typer.Option("--isolation", help="sandbox: bwrap (default), or unshare-net / none / auto to accept weaker isolation explicitly [env KERNELWIKI_ISOLATION]")] = None,
 ) -> None:
     """Compile every snippet for its targets, run programs on matching GPUs, record the evidence.
 
     Exit code 1 when a snippet fails that was not expected to.
     """
     from runner.report import print_summary, progress_bar
+    from runner.sandbox import SandboxUnavailable
     from runner.verify import verify as run_verify
 
     settings = settings_for(wiki, db)
@@ -181,7 +225,11 @@ def verify(
         result = run_verify(
             settings.wiki, pages=page or None, targets=target or None, jobs=jobs,
             use_cache=not no_cache, compile_only=compile_only, progress=update,
+            isolation=isolation or settings.isolation,
         )  # fmt: skip
+    except (SandboxUnavailable, ValueError) as exc:
+        err.print(f"kernelwiki verify: nothing was run: {exc}", markup=False, highlight=False)
+        raise typer.Exit(2) from None
     finally:
         if bar is not None:
             bar.stop()
@@ -195,6 +243,29 @@ def verify(
         out.print(f"index: {added.inserted} new evidence records", highlight=False)
     print_summary(result)
     raise typer.Exit(result.exit_code)
+
+
+@evidence_cli.command("export")
+def evidence_export(
+    output: Annotated[Optional[Path], typer.Argument(help="JSONL file to write (default: standard output)")] = None,
+    db: DbOpt = None,
+    posted: Annotated[bool, typer.Option("--posted", help="only records runners posted (POST /api/evidence)")] = False,
+) -> None:
+    """Write the index's evidence as JSONL (oldest first), for a backup or `evidence import` elsewhere."""
+    import sys
+
+    settings = settings_for(None, db)
+    store = open_store(settings)
+    with index_errors(settings):
+        if output is None:
+            count = store.evidence.export_jsonl(sys.stdout, origin="request" if posted else None)
+        else:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            tmp = output.with_name(output.name + ".tmp")
+            with tmp.open("w", encoding="utf-8") as fh:
+                count = store.evidence.export_jsonl(fh, origin="request" if posted else None)
+            tmp.replace(output)
+    err.print(f"exported {count} evidence records" + (f" to {output}" if output else ""), highlight=False, markup=False)
 
 
 @evidence_cli.command("import")
