@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint verify-compile pytest setup setup-test browser postgres bench clean
+.PHONY: serve test lint verify-compile pytest setup setup-test browser postgres sandbox bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,10 +21,14 @@ serve: $(STAMP)
 ## test: lint the wiki, compile every snippet for its targets, run the whole test suite
 test: setup-test lint verify-compile pytest
 
-setup-test: $(STAMP) browser postgres
+setup-test: $(STAMP) browser postgres sandbox
 
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
+# bubblewrap: the runner's sandbox (docs/sandbox.md); without it snippets are neither compiled nor run
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || [ -n "$$KERNELWIKI_BWRAP" ] || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null)
 
 postgres:
 	@pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null || pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start 2>/dev/null || echo "PostgreSQL is not running: its tests will say so"
