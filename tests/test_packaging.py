@@ -14,6 +14,7 @@ on SQLite against it, the way a newcomer's first commands would.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.metadata
 import json
 import re
@@ -80,8 +81,13 @@ def third_party_imports() -> list[tuple[str, Path, int]]:
     ]
 
 
+@functools.cache
+def _provided_by() -> dict[str, list[str]]:
+    return dict(importlib.metadata.packages_distributions())
+
+
 def distributions_of(module: str) -> set[str]:
-    found = importlib.metadata.packages_distributions().get(module, [])
+    found = _provided_by().get(module, [])
     names = {_normalize(d) for d in found}
     if not names and module in NOT_INSTALLED_HERE:
         names = {NOT_INSTALLED_HERE[module]}
@@ -131,11 +137,12 @@ def test_a_bare_install_indexes_searches_and_serves_on_sqlite(tmp_path: Path) ->
         else:
             shutil.copy2(REPO / name, source / name)
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
+    venv.EnvBuilder(with_pip=False).create(env_dir)  # this pip installs into it (--python): no ensurepip
     bin_dir = env_dir / "bin"
-    done = _run([str(bin_dir / "python"), "-m", "pip", "install", "-q", str(source)], tmp_path, PIP_TIMEOUT_S)
+    pip = [sys.executable, "-m", "pip", "--python", str(bin_dir / "python")]
+    done = _run([*pip, "install", "-q", str(source)], tmp_path, PIP_TIMEOUT_S)
     assert done.returncode == 0, done.stdout + done.stderr
-    listed = _run([str(bin_dir / "python"), "-m", "pip", "list", "--format=json"], tmp_path, CLI_TIMEOUT_S)
+    listed = _run([*pip, "list", "--format=json"], tmp_path, CLI_TIMEOUT_S)
     installed = {_normalize(d["name"]) for d in json.loads(listed.stdout)}
     assert not installed & (declared()["pg"] | declared()["dev"]), "the bare install pulled in an extra"
 
