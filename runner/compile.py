@@ -28,6 +28,9 @@ for `.loc` line mapping, and `-keep` to read the PTX and preprocessed source):
 * cuda, compile:  `nvcc -gencode=arch=compute_90a,code=sm_90a -rdc=true -c snippet.cu`
 * cuda, run:      the same, then `nvcc -gencode=… snippet.cu -o program` (whole-program, no
                   -rdc) for the executable that runs and whose SASS is checked
+* cuda, several targets under `verify --compile-only`: one run of each of the above with every
+                  target's -gencode, split back per target (runner/batch.py), or per target where
+                  that split could differ from a target's own build
 * cpp:            `nvcc snippet.cpp` (host code; CUDA headers and cudart available)
 * ptx module:     `ptxas -arch=sm_90a -v snippet.ptx`
 * python:         `compile()` of the source in a fresh `python3 -I`
@@ -40,6 +43,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner import diagnostics as dx
 from runner.coverage import regex_checks, unassembled_asm
@@ -49,6 +53,9 @@ from runner.sandbox import COMPILE_LIMITS, paths_outside_sandbox, run_process, s
 from runner.toolchain import Toolchain
 from snippets.build import SEGMENT_SNIPPET, TranslationUnit, build_translation_unit, is_complete_ptx_module
 from snippets.snippet import Snippet
+
+if TYPE_CHECKING:
+    from runner.batch import TargetBatch
 
 COMPILE_TIMEOUT_S = 240
 """Wall-clock limit of one nvcc / ptxas / python compile."""
@@ -62,8 +69,22 @@ SASS_OUTPUT_CAP = 32 * 1024 * 1024
 BASE_NVCC_FLAGS = ("-rdc=true", "-lineinfo", "-Xptxas", "-v", "-keep", "-keep-dir", "keep", "-diag-suppress", "177")
 """Flags of every cuda build (177: 'declared but never referenced', noise once every function is kept)."""
 
+PROGRAM_NVCC_FLAGS = ("-lineinfo", "-Xptxas", "-v", "-diag-suppress", "177")
+"""Flags of the whole-program build of a `run` block (no -rdc: as a user builds it)."""
+
+PROGRAM_KEEP_DIR = "keep-program"
+"""Where a shared whole-program build (runner/batch.py) leaves a target's cubin."""
+
 EXECUTABLE = "snippet"
 """File name of a built program inside the build folder."""
+
+
+def snippet_nvcc_flags(snippet: Snippet, *, compile_only: bool) -> list[str]:
+    """The block's own `flags=`, less -lcuda when nothing is linked and less what a cuda build sets itself."""
+    flags = [f for f in snippet.flags if not (compile_only and f == "-lcuda")]
+    if snippet.lang == "cuda":
+        flags = [f for f in flags if f not in ("-rdc=true", "-lineinfo")]
+    return flags
 
 
 @dataclass
@@ -112,9 +133,14 @@ def _fail_from(outcome: StepOutcome, snippet: Snippet, diag: dx.Diagnosis, combi
 
 
 def build_snippet(
-    snippet: Snippet, target: str, toolchain: Toolchain, *, want_program: bool, isolation: str | None = None
+    snippet: Snippet, target: str, toolchain: Toolchain, *, want_program: bool, isolation: str | None = None,
+    batch: TargetBatch | None = None,
 ) -> Build:
-    """Compile `snippet` for `target` in a fresh folder; `want_program` links an executable for a run."""
+    """Compile `snippet` for `target` in a fresh folder; `want_program` links an executable for a run.
+
+    `batch` (runner/batch.py) shares one nvcc run among the snippet's targets where that gives the
+    same result; where it cannot, this target is built alone as without it.
+    """
     workdir = Path(tempfile.mkdtemp(prefix="kw-build-"))
     tu = build_translation_unit(snippet)
     (workdir / tu.filename).write_text(tu.text, encoding="utf-8")
@@ -129,17 +155,17 @@ def build_snippet(
         return build
     compile_only = not want_program or snippet.mode == "compile_fail"
     argv = [toolchain.nvcc]
-    flags = [f for f in snippet.flags if not (compile_only and f == "-lcuda")]
+    flags = snippet_nvcc_flags(snippet, compile_only=compile_only)
     if lang == "cuda":
         argv += [gencode(target), *BASE_NVCC_FLAGS]
-        flags = [f for f in flags if f not in ("-rdc=true", "-lineinfo")]
         (workdir / "keep").mkdir()
     argv += flags + [tu.filename]
     # cuda: the relocatable build proves every device function assembles; a program is then
     # built again whole-program (below), because that is how it really runs (ptxas ignores
     # setmaxnreg under -rdc, for one).
     argv += ["-c", "-o", "snippet.o"] if compile_only or lang == "cuda" else ["-o", EXECUTABLE]
-    res = run_process(argv, workdir, COMPILE_TIMEOUT_S, limits=COMPILE_LIMITS, isolation=isolation)
+    shared = batch.rdc_result(target, workdir) if batch is not None and lang == "cuda" else None
+    res = shared or run_process(argv, workdir, COMPILE_TIMEOUT_S, limits=COMPILE_LIMITS, isolation=isolation)
     keep = workdir / "keep"
     ptx = _read_first(keep, "*.ptx") if lang == "cuda" else None
     outcome = outcome_from_process(res, resources=parse_ptxas_resources(res.output) if lang == "cuda" else {})
@@ -184,19 +210,20 @@ def build_snippet(
         cubin = sorted(keep.glob("*.cubin"))
         build.device_binary = cubin[0] if cubin else workdir / "snippet.o"
         if not compile_only and outcome.status == "pass":
-            _link_whole_program(build, snippet, target, toolchain, flags, isolation)
+            _link_whole_program(build, snippet, target, toolchain, flags, isolation, batch)
     if not compile_only and build.outcome.status == "pass":
         build.program = [EXECUTABLE]
     return build
 
 
 def _link_whole_program(
-    build: Build, snippet: Snippet, target: str, toolchain: Toolchain, flags: list[str], isolation: str | None
+    build: Build, snippet: Snippet, target: str, toolchain: Toolchain, flags: list[str], isolation: str | None,
+    batch: TargetBatch | None = None,
 ) -> None:
     """Build the executable that runs, in whole-program mode, as a user would; its resources replace the -rdc ones."""
-    argv = [toolchain.nvcc, gencode(target), "-lineinfo", "-Xptxas", "-v", "-diag-suppress", "177", *flags,
-            build.tu.filename, "-o", EXECUTABLE]  # fmt: skip
-    res = run_process(argv, build.workdir, COMPILE_TIMEOUT_S, limits=COMPILE_LIMITS, isolation=isolation)
+    argv = [toolchain.nvcc, gencode(target), *PROGRAM_NVCC_FLAGS, *flags, build.tu.filename, "-o", EXECUTABLE]
+    shared = batch.program_result(target, build.workdir) if batch is not None else None
+    res = shared or run_process(argv, build.workdir, COMPILE_TIMEOUT_S, limits=COMPILE_LIMITS, isolation=isolation)
     outcome = build.outcome
     if res.error or res.timed_out or res.exit_code != 0:
         diag = dx.diagnose_build(res.output, snippet.lang, build.tu, build.ptx)
@@ -208,12 +235,13 @@ def _link_whole_program(
         else:
             _fail_from(outcome, snippet, diag, res.output)
         return
-    outcome.command = f"{outcome.command} && {shlex.join(argv)}"
+    outcome.command = f"{outcome.command} && {shlex.join(res.argv)}"
     resources = parse_ptxas_resources(res.output)
     if resources:
         outcome.resources = resources
     outcome.warnings += dx.meaning_warnings(res.output, dx.PROGRAM_BUILD)
-    build.device_binary = build.workdir / EXECUTABLE
+    kept = sorted((build.workdir / PROGRAM_KEEP_DIR).glob("*.cubin")) if shared else []
+    build.device_binary = kept[0] if kept else build.workdir / EXECUTABLE  # shared: this target's cubin, no executable
 
 
 OUTSIDE_SANDBOX = "outside the sandbox"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runner.batch import TargetBatch, batchable
 from runner.cache import DEFAULT_CACHE_DIR, ResultCache, cache_key
 from runner.compile import build_snippet, sass_step
 from runner.evidence import EvidenceRecord, write_jsonl
@@ -157,6 +158,7 @@ class _Context:
         self.hits = 0
         self.builds = 0
         self.started_processes = False
+        self.batches: dict[int, TargetBatch] = {}  # id(snippet) → its targets' shared nvcc runs (compile-only)
 
     def gpus(self) -> list[Gpu]:
         with self._lock:
@@ -224,7 +226,8 @@ def _work(snippet: Snippet, target: str, ctx: _Context) -> list[StepOutcome]:
 
 def _compute(snippet: Snippet, target: str, gpu: Gpu | None, wants_run: bool, ctx: _Context) -> list[StepOutcome]:
     build_target = target if target != ANY_TARGET else "sm_90"
-    build = build_snippet(snippet, build_target, ctx.toolchain, want_program=wants_run, isolation=ctx.isolation)
+    batch = ctx.batches.get(id(snippet))
+    build = build_snippet(snippet, build_target, ctx.toolchain, want_program=wants_run, isolation=ctx.isolation, batch=batch)
     try:
         outcomes = [build.outcome]
         if snippet.checks.get("sass") or snippet.checks.get("no_sass"):
@@ -285,8 +288,9 @@ def verify(
     total = len(work)
     results: dict[int, list[EvidenceRecord]] = {}
     done = 0
+    order = _batch_and_order(work, ctx)
     with ThreadPoolExecutor(max_workers=max(1, int(jobs))) as pool:
-        futures = {pool.submit(_work, s, t, ctx): i for i, (s, t) in enumerate(work)}
+        futures = {pool.submit(_work, work[i][0], work[i][1], ctx): i for i in order}
         for future in as_completed(futures):
             i = futures[future]
             snippet, target = work[i]
@@ -298,6 +302,8 @@ def verify(
             done += 1
             if progress is not None:
                 progress(done, total, snippet.id, target, combined_status([r.status for r in results[i]]))
+    for batch in ctx.batches.values():
+        batch.cleanup()
     report.records = [r for i in range(total) for r in results[i]]
     report.summary, report.totals = summarize(report.records)
     report.cache_hits, report.builds = ctx.hits, ctx.builds
@@ -306,6 +312,26 @@ def verify(
     report.isolation = level if ctx.started_processes else None
     report.duration_s = round(time.monotonic() - started, 3)
     return report
+
+
+def _batch_and_order(work: list[tuple[Snippet, str]], ctx: _Context) -> list[int]:
+    """Share nvcc runs among a snippet's targets (compile-only: nothing runs) and order the work so that
+    the first target of every snippet comes before any second one: each shared run is then made by
+    one worker while the others build other snippets, instead of waiting for it."""
+    targets: dict[int, list[str]] = {}
+    for snippet, target in work:
+        targets.setdefault(id(snippet), []).append(target)
+    if ctx.compile_only:
+        for snippet, _ in work:
+            wanted = targets[id(snippet)]
+            if id(snippet) not in ctx.batches and ANY_TARGET not in wanted and "" not in wanted and batchable(snippet, wanted):
+                ctx.batches[id(snippet)] = TargetBatch(snippet, wanted, ctx.toolchain, programs=True, isolation=ctx.isolation)
+    seen: Counter[int] = Counter()
+    rank = []
+    for i, (snippet, _) in enumerate(work):
+        rank.append((seen[id(snippet)], i))
+        seen[id(snippet)] += 1
+    return [i for _, i in sorted(rank)]
 
 
 class _WriteOnlyCache(ResultCache):

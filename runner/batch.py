@@ -1,0 +1,168 @@
+"""One nvcc run for all the targets of a cuda snippet, split back into exactly what each target's own run gives.
+
+A cuda block is built once per target (runner/compile.py). Most of an nvcc run
+is target-independent (preprocessing, the host compile of the prelude's CUDA
+headers, the host link), so compiling a block for its N targets in one run with
+N `-gencode` options costs little more than compiling it for one. `TargetBatch`
+does that, lazily, the first time any of its targets asks, and hands each
+target its part: a `ProcessResult` whose output is the front-end text plus
+that target's own ptxas report, and that target's kept files (PTX,
+preprocessed source, cubin) copied into the target's build folder. The rest of
+the build (coverage check, regex checks, SASS, records) runs per target as
+before, on the same files a single-target run keeps.
+
+A batch is only used where it cannot change a result: the shared run passed,
+wrote nothing to stdout, and its stderr splits into one ptxas report per target
+in `-gencode` order, each naming no other target. Anything else (a failure, a
+warning outside ptxas's report, a timeout) answers None and every target is
+built on its own, so its diagnosis, status and output are exactly those of a
+single-target build.
+
+Two shared runs exist: the relocatable `-rdc=true -c` build every block gets,
+and (for `compile_only`, where nothing runs) the whole-program build of a `run`
+block; that one keeps its per-target cubins for the SASS checks. A program
+that is run is always built for its own target alone, so the binary that runs
+is the one a user would build.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+from runner.compile import (
+    BASE_NVCC_FLAGS,
+    COMPILE_TIMEOUT_S,
+    EXECUTABLE,
+    PROGRAM_KEEP_DIR,
+    PROGRAM_NVCC_FLAGS,
+    gencode,
+    snippet_nvcc_flags,
+)
+from runner.sandbox import COMPILE_LIMITS, CapturedOutput, ProcessResult, run_process
+from runner.toolchain import Toolchain
+from snippets.build import build_translation_unit
+from snippets.snippet import Snippet
+
+_REPORT_START = re.compile(r"^ptxas info\s*: \d+ bytes gmem")
+_NAMED_TARGET = re.compile(r"for '(sm_\w+)'")
+_KEPT = ("ptx", "cpp1.ii", "cubin")
+"""Per-target files nvcc keeps (`snippet.compute_90a.ptx`, …) that a target's build reads."""
+
+
+def batchable(snippet: Snippet, targets: list[str]) -> bool:
+    """A cuda block that should compile (not compile_fail: its expected failure is judged per target) for ≥ 2 targets."""
+    return snippet.lang == "cuda" and snippet.mode in ("compile", "run") and len(set(targets)) >= 2
+
+
+def split_ptxas_report(stderr: str, targets: list[str]) -> dict[str, str] | None:
+    """Each target's own ptxas report; None when the text is anything else or the split is unclear.
+
+    ptxas runs once per target in -gencode order, each report starting with `N bytes gmem`.
+    Any text that is not ptxas's (a front-end or host-compiler warning) makes the
+    attribution ambiguous: None, and each target is built alone.
+    """
+    lines = stderr.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if _REPORT_START.match(line)]
+    if len(starts) != len(targets):
+        return None
+    if any(line.strip() for line in lines[: starts[0]]):
+        return None  # a front-end message: which target's? build each alone
+    parts: dict[str, str] = {}
+    for target, start, end in zip(targets, starts, [*starts[1:], len(lines)]):
+        block = lines[start:end]
+        if any(not (line.startswith("ptxas ") or line.startswith(" ") or not line.strip()) for line in block):
+            return None
+        if set(_NAMED_TARGET.findall("".join(block))) - {target}:
+            return None
+        parts[target] = "".join(block)
+    return parts
+
+
+@dataclasses.dataclass
+class _Shared:
+    """A finished shared run: the result to copy per target and the folder its kept files are in."""
+
+    result: ProcessResult
+    stderr_parts: dict[str, str]
+    kept: Path
+
+
+class TargetBatch:
+    """The shared nvcc runs of one snippet for `targets`; thread-safe, each run made at most once."""
+
+    def __init__(self, snippet: Snippet, targets: list[str], toolchain: Toolchain, *, programs: bool,
+                 isolation: str | None = None) -> None:  # fmt: skip
+        self.snippet = snippet
+        self.targets = list(dict.fromkeys(targets))
+        self.toolchain = toolchain
+        self.programs = programs and snippet.mode == "run"
+        self.isolation = isolation
+        self._lock = threading.Lock()
+        self._runs: dict[str, _Shared | None] = {}
+        self._folders: list[Path] = []
+        self._taken: dict[str, set[str]] = {}
+
+    def rdc_result(self, target: str, workdir: Path) -> ProcessResult | None:
+        """The relocatable build's result for `target`, its kept files copied to `workdir`/keep; None: build alone."""
+        return self._part("rdc", target, workdir / "keep")
+
+    def program_result(self, target: str, workdir: Path) -> ProcessResult | None:
+        """The whole-program build's result for `target` (compile-only), its cubin kept in `workdir`/PROGRAM_KEEP_DIR."""
+        if not self.programs:
+            return None
+        return self._part("program", target, workdir / PROGRAM_KEEP_DIR)
+
+    def _part(self, kind: str, target: str, into: Path) -> ProcessResult | None:
+        if target not in self.targets or not self.toolchain.nvcc:
+            return None
+        with self._lock:
+            if kind not in self._runs:
+                self._runs[kind] = self._run(kind)
+            shared = self._runs[kind]
+            if shared is None:
+                return None
+            into.mkdir(parents=True, exist_ok=True)
+            number = target.removeprefix("sm_")
+            for suffix in _KEPT:
+                kept = shared.kept / f"snippet.compute_{number}.{suffix}"
+                if kept.exists():
+                    shutil.copy2(kept, into / kept.name)
+            taken = self._taken.setdefault(kind, set())
+            taken.add(target)
+            if taken >= set(self.targets):  # every target has its part: the shared folder can go
+                shutil.rmtree(shared.kept.parent, ignore_errors=True)
+            stderr = CapturedOutput(text=shared.stderr_parts[target], total_bytes=len(shared.stderr_parts[target]))
+            return dataclasses.replace(shared.result, stdout=CapturedOutput(), stderr=stderr)
+
+    def _run(self, kind: str) -> _Shared | None:
+        workdir = Path(tempfile.mkdtemp(prefix="kw-batch-"))
+        self._folders.append(workdir)
+        tu = build_translation_unit(self.snippet)
+        (workdir / tu.filename).write_text(tu.text, encoding="utf-8")
+        gencodes = [gencode(t) for t in self.targets]
+        if kind == "rdc":
+            keep = workdir / "keep"
+            argv = [self.toolchain.nvcc or "nvcc", *gencodes, *BASE_NVCC_FLAGS,
+                    *snippet_nvcc_flags(self.snippet, compile_only=self.snippet.mode != "run"), tu.filename, "-c", "-o", "snippet.o"]  # fmt: skip
+        else:
+            keep = workdir / PROGRAM_KEEP_DIR
+            argv = [self.toolchain.nvcc or "nvcc", *gencodes, *PROGRAM_NVCC_FLAGS, "-keep", "-keep-dir", PROGRAM_KEEP_DIR,
+                    *snippet_nvcc_flags(self.snippet, compile_only=False), tu.filename, "-o", EXECUTABLE]  # fmt: skip
+        keep.mkdir()
+        res = run_process(argv, workdir, COMPILE_TIMEOUT_S, limits=COMPILE_LIMITS, isolation=self.isolation)
+        clean = not (res.error or res.timed_out or res.exit_code != 0 or res.truncated or res.stdout.text.strip())
+        parts = split_ptxas_report(res.stderr.text, self.targets) if clean else None
+        if parts is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+            return None
+        return _Shared(res, parts, keep)
+
+    def cleanup(self) -> None:
+        """Remove every shared folder (those not already removed when the last target took its part)."""
+        for folder in self._folders:
+            shutil.rmtree(folder, ignore_errors=True)
