@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import hmac
+from typing import Annotated, Iterator
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, HTTPException, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.engine import Connection
 
 from app.settings import Settings
 from app.store import Filters, Store
 
 
 def get_store(request: Request) -> Store:
-    return request.app.state.store
+    """The app's index; 503 (with the reason) while it cannot be opened."""
+    store = request.app.state.store
+    if store is None:
+        status = getattr(request.app.state, "index_status", None)
+        reason = getattr(status, "problem", None) or "the index is being opened"
+        raise HTTPException(503, reason, headers={"Retry-After": "5"})
+    return store
 
 
 def get_settings(request: Request) -> Settings:
@@ -37,3 +46,19 @@ def get_filters(
 FiltersDep = Annotated[Filters, Depends(get_filters)]
 Limit = Annotated[int, Query(ge=1, le=200)]
 Offset = Annotated[int, Query(ge=0, le=1_000_000)]
+
+
+_bearer = HTTPBearer(auto_error=False, description="the runner token: `Authorization: Bearer $KERNELWIKI_RUNNER_TOKEN`")
+
+
+def require_runner_token(
+    settings: SettingsDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> None:
+    """401 unless the request carries `Authorization: Bearer <runner token>` (a bare token is refused).
+
+    Runs before the body of the request is read, so an unauthenticated upload costs nothing.
+    """
+    expected = settings.runner_token.get_secret_value() if settings.runner_token else None
+    given = credentials.credentials if credentials is not None else ""
+    if not expected or not given or not hmac.compare_digest(given.encode(), expected.encode()):
+        raise HTTPException(401, "a valid runner token is required (Authorization: Bearer TOKEN)", headers={"WWW-Authenticate": "Bearer"})

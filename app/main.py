@@ -1,19 +1,31 @@
-"""The app factory: settings in, a FastAPI app out, with its store on `app.state`."""
+"""The app factory: settings in, a FastAPI app out, with its store on `app.state`.
+
+The app listens at once: its lifespan opens the index (migrating it), starts
+the `IndexKeeper` thread that indexes the wiki in the background (and watches
+it with `watch`), and the web warm-up thread. `app.state.index_status` tells
+`/api/health` where indexing stands. An extra worker of `serve --workers N`
+(`read_only`) opens SQLite read-only and never indexes: the supervising
+process does that, publishing its status to a file the workers read.
+"""
 
 from __future__ import annotations
 
 import logging
+import threading
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import AsyncIterator
 
 from fastapi import FastAPI
 
 from app.agents import install_agents
-from app.api import health, pages, search, snippets
-from app.errors import install_error_handlers
+from app.api import docs, evidence, health, pages, search, snippets
+from app.errors import broken_index_line, install_error_handlers
 from app.settings import Settings
 from app.store import Store
+from app.watch import IndexKeeper, IndexStatus
 from app.web import install_web
+from app.web.warm import warm_up
 
 log = logging.getLogger("kernelwiki")
 
@@ -35,10 +47,41 @@ def queue_changed_snippets(settings: Settings, store: Store, snippet_ids: list[s
         log.warning("could not queue %d changed snippet(s): %s", len(snippet_ids), exc)
 
 
+def read_only_url(url: str) -> str:
+    """The same SQLite index opened read-only (other databases unchanged)."""
+    if not url.startswith("sqlite") or "///" not in url:
+        return url
+    scheme, path = url.split("///", 1)
+    if path.startswith("file:") or path in ("", ":memory:"):
+        return url
+    return f"{scheme}///file:{Path(path).resolve()}?mode=ro&uri=true"
+
+
+def status_file(settings: Settings) -> Path:
+    """Where `serve --workers N` publishes the index status for its workers: beside a SQLite index, else in `.kernelwiki/`."""
+    url = settings.db
+    if url.startswith("sqlite") and "///" in url and url.split("///", 1)[1] not in ("", ":memory:"):
+        return Path(url.split("///", 1)[1].removeprefix("file:").split("?", 1)[0] + ".status.json")
+    return Path(".kernelwiki/serve-status.json")
+
+
+def open_store(settings: Settings, read_only: bool = False) -> Store:
+    """Open the index; a writer migrates it to the newest schema first. Raises on a damaged index."""
+    url = read_only_url(settings.db) if read_only else settings.db
+    store = Store(url)
+    if not read_only:
+        store.create_schema()
+    elif url != settings.db:
+        from app.db import make_engine
+
+        # The one write an extra worker makes: storing posted evidence (short transactions, serialised by SQLite).
+        store.evidence.writer = make_engine(settings.db)
+    return store
+
+
 def prepare_store(settings: Settings) -> Store:
-    """Open the index, create its schema, index the wiki and load committed evidence."""
-    store = Store(settings.db)
-    store.create_schema()
+    """Open the index, index the wiki and load committed evidence, all before returning (benchmarks, the CLI)."""
+    store = open_store(settings)
     if settings.index_on_start:
         report = store.reindex(settings.wiki)
         for d in report.diagnostics:
@@ -50,27 +93,60 @@ def prepare_store(settings: Settings) -> Store:
     return store
 
 
+def keeper_for(settings: Settings, store: Store, status: IndexStatus) -> IndexKeeper:
+    """The index-writing thread for `store` (not started)."""
+    return IndexKeeper(settings, store, status, lambda ids: queue_changed_snippets(settings, store, ids))
+
+
 def create_app(settings: Settings | None = None, store: Store | None = None) -> FastAPI:
     """Build the service; pass a prepared `store` to skip indexing at start."""
     settings = settings or Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if getattr(app.state, "store", None) is None:
-            app.state.store = prepare_store(settings)
-        yield
-        app.state.store.engine.dispose()
+        status: IndexStatus = app.state.index_status
+        keeper: IndexKeeper | None = None
+        if app.state.store is None:
+            try:
+                app.state.store = open_store(settings, read_only=settings.read_only)
+            except Exception as exc:
+                line = broken_index_line(settings.db, exc)
+                if line is None:
+                    raise
+                status.degrade(line)  # still listen: /api/health answers 503 with the fix
+        if app.state.store is not None:
+            if store is not None or settings.read_only:
+                status.update(state="ok")
+            else:
+                keeper = keeper_for(settings, app.state.store, status).start()
+        threading.Thread(target=warm_up, args=(app,), name="kernelwiki-web-warm-up", daemon=True).start()
+        try:
+            yield
+        finally:
+            if keeper is not None:
+                keeper.stop()
+            if app.state.store is not None:
+                app.state.store.engine.dispose()
 
     app = FastAPI(
         title="kernelwiki",
         description="GPU kernel engineering facts whose snippets are compiled and run on real GPUs.",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # served from the package's own Swagger UI files under a CSP (app/api/docs.py)
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.store = store
-    for router in (search.router, pages.router, snippets.router, health.router):
+    app.state.index_status = IndexStatus()
+    for router in (search.router, pages.router, snippets.router, evidence.router, health.router, docs.router):
         app.include_router(router)
     install_agents(app)  # /llms.txt, /pages/{id}.md (before the HTML /pages/{id}), MCP at /mcp
+    docs.install(app)
     install_error_handlers(app, install_web(app))
     return app
+
+
+def worker_app() -> FastAPI:
+    """`serve --workers N`: one worker's app, from `KERNELWIKI_*` settings (read-only; the supervisor indexes)."""
+    return create_app(Settings(read_only=True))

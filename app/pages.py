@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -264,12 +265,37 @@ def parse_page(raw: bytes, rel: str) -> tuple[Page | None, list[Diagnostic]]:
 
 
 def iter_page_files(root: Path) -> list[Path]:
-    """Every Markdown file under the wiki root, in a stable order (hidden folders skipped)."""
+    """Every Markdown file under the wiki root, in a stable order (hidden folders and links leaving the root skipped)."""
     root = Path(root)
+    real_root = os.path.realpath(root)
     return sorted(
         p for p in root.rglob("*.md")
         if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+        and inside(os.path.realpath(p), real_root)
     )  # fmt: skip
+
+
+def inside(real_path: str, real_root: str) -> bool:
+    """Whether a resolved path lies under the resolved wiki root: nothing outside it is ever published."""
+    return real_path == real_root or real_path.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def links_leaving(root: Path) -> list[Diagnostic]:
+    """A warning for every file or folder under the wiki root whose real path is outside it (such links are not indexed)."""
+    real_root = os.path.realpath(root)
+    found: list[Diagnostic] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            if name.startswith(".") or not os.path.islink(path):
+                continue
+            real = os.path.realpath(path)
+            if not inside(real, real_root):
+                rel = os.path.relpath(path, root).replace(os.sep, "/")
+                kind = "folder" if os.path.isdir(path) else "file"
+                found.append(Diagnostic(rel, 1, "warning", f"this {kind} links outside the wiki folder (to {real}); it is not indexed"))
+    return sorted(found, key=lambda d: d.path)
 
 
 def relative_path(path: Path, root: Path) -> str:

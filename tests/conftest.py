@@ -112,6 +112,9 @@ class LiveServer:
             if time.monotonic() > deadline or not self.thread.is_alive():
                 raise RuntimeError("the test server did not start")
             time.sleep(0.02)
+        status = getattr(getattr(self.server.config.app, "state", None), "index_status", None)
+        if status is not None and not status.ready.wait(60):  # the app listens at once and indexes in the background
+            raise RuntimeError("the test server did not finish its first index")
         return self
 
     def __exit__(self, *exc: object) -> None:

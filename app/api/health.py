@@ -1,16 +1,44 @@
-"""`GET /api/health`: index counts and the first indexing errors."""
+"""`GET /api/health`: where the index stands (`indexing` with progress, `ok`, or `degraded` with the fix), and its counts.
+
+200 while the service can answer (`indexing` included: it answers from the
+index as it is); 503 `degraded` when the index cannot be queried, with the
+one line that names the file and the fix.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
 
-from app.deps import StoreDep
+from app.errors import broken_index_line
+from app.watch import IndexStatus, read_published
 
 router = APIRouter(prefix="/api", tags=["health"])
 
 
-@router.get("/health")
-def health(store: StoreDep) -> dict[str, Any]:
-    return store.health()
+@router.get("/health", responses={503: {"description": "degraded: the index cannot be queried; `problem` says why and how to fix it"}})
+def health(request: Request) -> JSONResponse:
+    state = request.app.state
+    status: IndexStatus = state.index_status
+    info: dict[str, Any] = status.as_dict()
+    if state.settings.read_only:  # an extra worker: the supervising process indexes and publishes its status
+        from app.main import status_file
+
+        info = read_published(status_file(state.settings)) or info
+    store = state.store
+    if info["status"] != "degraded" and store is not None:
+        try:
+            counts = store.health()
+        except Exception as exc:
+            line = broken_index_line(state.settings.db, exc)
+            if line is None:
+                raise
+            status.degrade(line)
+            info = status.as_dict()
+        else:
+            counts.pop("status", None)
+            info = {**counts, **info}
+    info["read_only"] = state.settings.read_only  # true in the extra workers of `serve --workers N`
+    return JSONResponse(info, status_code=503 if info["status"] == "degraded" else 200)

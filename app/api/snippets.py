@@ -1,17 +1,16 @@
-"""Snippets and their evidence; `POST /api/evidence` for remote runners (token required)."""
+"""Snippets and their evidence (runners post evidence through app/api/evidence.py)."""
 
 from __future__ import annotations
 
-import hmac
-from typing import Annotated, Any
+from typing import Annotated
+from urllib.parse import urlencode
 
-from fastapi import APIRouter, Body, Header, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query
 
 from app.deps import Limit, Offset, SettingsDep, StoreDep
 from app.schemas import EvidencePublic, SnippetPublic
 
 router = APIRouter(prefix="/api", tags=["snippets"])
-MAX_RECORDS_PER_POST = 5000
 
 
 @router.get("/snippets", response_model=list[SnippetPublic])
@@ -34,22 +33,3 @@ def snippet_evidence(store: StoreDep, snippet_id: str) -> list[EvidencePublic]:
     if history is None:
         raise HTTPException(404, f"no snippet with id '{snippet_id}'")
     return history
-
-
-@router.post("/evidence")
-def post_evidence(
-    store: StoreDep,
-    settings: SettingsDep,
-    records: Annotated[list[dict[str, Any]], Body(description="runner evidence records (see runner/evidence.py)")],
-    authorization: Annotated[str | None, Header()] = None,
-) -> dict[str, Any]:
-    expected = settings.runner_token.get_secret_value() if settings.runner_token else None
-    given = authorization.removeprefix("Bearer ").strip() if authorization else ""
-    if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
-        raise HTTPException(401, "a valid runner token is required (Authorization: Bearer TOKEN)", headers={"WWW-Authenticate": "Bearer"})
-    if len(records) > MAX_RECORDS_PER_POST:
-        raise HTTPException(413, f"at most {MAX_RECORDS_PER_POST} records per request")
-    result = store.evidence.add(records)
-    if result.errors and not result.inserted and not result.duplicates:
-        raise HTTPException(422, result.errors)
-    return {"inserted": result.inserted, "duplicates": result.duplicates, "errors": result.errors}

@@ -7,7 +7,6 @@ the HTML error renderer that `app.errors` uses for browser requests.
 from __future__ import annotations
 
 import hashlib
-import threading
 from typing import Any, Callable
 
 from fastapi import FastAPI
@@ -16,7 +15,6 @@ from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
 from app.web.routes import router
-from app.web.warm import warm_up
 from app.web.state import STATIC, WebState
 
 ErrorRenderer = Callable[[Request, int, Any], Response]
@@ -35,7 +33,6 @@ def install_web(app: FastAPI) -> ErrorRenderer:
     from app.web.errors import html_error_renderer
 
     app.state.web = WebState(asset_version=_asset_version())
-    threading.Thread(target=warm_up, args=(app,), name="kernelwiki-web-warm-up", daemon=True).start()
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     app.include_router(router)
     return html_error_renderer

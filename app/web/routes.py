@@ -74,6 +74,8 @@ def search(
     offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
 ) -> Response:  # fmt: skip
     """Ranked section search; with filters but no words, the pages the filters select."""
+    q = q[: settings.search_max_query_chars]  # what search uses; links and the form carry no more than this
+    echo = q if len(q) <= settings.query_echo_chars else q[: settings.query_echo_chars] + "…"  # what the page shows of it
     filters = Filters(type=type or None, arch=arch or None, tag=tag or None)
     problems = store.filter_problems(filters, conn=conn)
     result = None  # a filter value no page has is answered with its message on the search page, as a 422
@@ -87,7 +89,7 @@ def search(
         params = {**base, **change}
         return "/search?" + urlencode({k: v for k, v in params.items() if v})
 
-    context = {"q": q, "result": result, "filters": filters, "with_": with_, "title": f"Search: {q}" if q else "Search",
+    context = {"q": q, "echo": echo, "result": result, "filters": filters, "with_": with_, "title": f"Search: {echo}" if q else "Search",
                "problems": [p.message for p in problems]}  # fmt: skip
     return html_page(request, "search.html", context, status=422 if problems else 200)
 

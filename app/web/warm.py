@@ -2,14 +2,13 @@
 
 Compiling the templates and the Pygments lexers' regexes costs ~150 ms once;
 highlighting a page's code costs 10-100 ms per page. A daemon thread started
-by `install_web` does the first right away and, once the app's store is
-ready, renders up to `PRERENDER_PAGES` page bodies into the cache.
+by the app's lifespan (app/main.py) does the first right away and, once the
+first index is done, renders up to `PRERENDER_PAGES` page bodies into the cache.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from app.store import Filters
@@ -32,11 +31,11 @@ def warm_up(app: Any) -> None:
     finally:
         state.warmed.set()
     try:
-        deadline = time.monotonic() + STORE_WAIT_S
-        while getattr(app.state, "store", None) is None:
-            if time.monotonic() > deadline:
-                return
-            time.sleep(0.1)
+        ready = getattr(app.state, "index_status", None)
+        if ready is not None and not ready.ready.wait(STORE_WAIT_S):
+            return  # still indexing after two minutes: pages render on first view instead
+        if getattr(app.state, "store", None) is None or getattr(ready, "state", "ok") == "degraded":
+            return
         from app.web.views import page_view
 
         for page in app.state.store.list_pages(Filters(), limit=PRERENDER_PAGES).pages:

@@ -1,0 +1,105 @@
+"""`POST /api/evidence`: runners report verification records (runner token required).
+
+The order of checks keeps a hostile client cheap: the token is checked by a
+dependency before a byte of the body is read; the body is then read as it
+streams in and refused (413) the moment it passes `evidence_max_body_bytes`;
+only then is it parsed, each record checked by `EvidenceIn`, and the records
+matched against the index's snippets. A post is stored whole or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+
+from app.deps import SettingsDep, StoreDep, require_runner_token
+from app.evidence_ingest import EvidenceIn, parse_record
+from app.schemas import ErrorPublic
+
+router = APIRouter(prefix="/api", tags=["evidence"])
+MAX_RECORDS_PER_POST = 5000
+FUTURE_SLACK = timedelta(days=1)
+"""A record may be stamped this far ahead of the service's clock (skew), no further: a far-future time would stay 'newest'."""
+
+
+class EvidenceReceipt(BaseModel):
+    """What a post stored."""
+
+    inserted: int = Field(description="records new to the index")
+    duplicates: int = Field(description="records already present (same record_id): posting twice is harmless")
+    received_at: str = Field(description="the service's time of receipt, recorded with each new record")
+    errors: list[str] = Field(default_factory=list, description="always empty: a post with a bad record is refused whole")
+
+
+_ERROR = {"model": ErrorPublic}
+BODY_SCHEMA: dict[str, Any] = {
+    "required": True,
+    "content": {"application/json": {"schema": {
+        "type": "array", "maxItems": MAX_RECORDS_PER_POST, "items": EvidenceIn.model_json_schema(),
+        "description": "runner evidence records (runner/evidence.py); the body may not exceed `evidence_max_body_bytes` (8 MB by default)",
+    }}},
+}  # fmt: skip
+
+
+async def read_capped(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it is longer than `limit` bytes (never held beyond that)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        raise HTTPException(413, f"the body may not exceed {limit} bytes (Content-Length: {declared[:20]})")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise HTTPException(413, f"the body may not exceed {limit} bytes")
+    return bytes(body)
+
+
+@router.post(
+    "/evidence",
+    response_model=EvidenceReceipt,
+    dependencies=[Depends(require_runner_token)],
+    openapi_extra={"requestBody": BODY_SCHEMA},
+    responses={401: _ERROR, 413: _ERROR, 422: _ERROR, 503: _ERROR},
+)
+async def post_evidence(request: Request, store: StoreDep, settings: SettingsDep) -> EvidenceReceipt:
+    """Store runner records: each is checked against `EvidenceIn`, and its snippet must exist on its page.
+
+    Needs `Authorization: Bearer $KERNELWIKI_RUNNER_TOKEN`. Timestamps are RFC 3339
+    with a time zone; a long `output` is kept as head and tail. Answers 422 naming
+    every refused record, 413 for an oversized body, 503 while the first index is built.
+    """
+    received_at = datetime.now(timezone.utc)
+    status = getattr(request.app.state, "index_status", None)
+    if status is not None and not status.ready.is_set():
+        raise HTTPException(503, "the index is still being built; post again in a few seconds", headers={"Retry-After": "5"})
+    body = await read_capped(request, settings.evidence_max_body_bytes)
+    try:
+        raw = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise HTTPException(422, f"the body is not JSON: {exc}") from None
+    if not isinstance(raw, list):
+        raise HTTPException(422, "the body must be a JSON array of evidence records")
+    if len(raw) > MAX_RECORDS_PER_POST:
+        raise HTTPException(413, f"at most {MAX_RECORDS_PER_POST} records per request")
+    records: list[EvidenceIn] = []
+    problems: list[str] = []
+    for n, item in enumerate(raw):
+        record, problem = parse_record(item)
+        if record is None:
+            problems.append(f"record {n}: {problem}")
+        elif record.timestamp > received_at + FUTURE_SLACK:
+            problems.append(f"record {n} ({record.record_id}): field 'timestamp': {record.stamp} is in the future")
+        else:
+            records.append(record)
+    if problems:
+        raise HTTPException(422, problems[:100])
+    mismatched = await run_in_threadpool(store.evidence.mismatches, records)
+    if mismatched:
+        raise HTTPException(422, mismatched[:100])
+    result = await run_in_threadpool(store.evidence.add, records, "request", received_at)
+    return EvidenceReceipt(inserted=result.inserted, duplicates=result.duplicates, received_at=received_at.isoformat(), errors=result.errors)

@@ -1,0 +1,96 @@
+"""Repairing a damaged SQLite index (`kernelwiki index --rebuild`): set the file aside, keep its evidence.
+
+The index is rebuilt from the wiki, but posted evidence exists only in it. So
+before a damaged file is set aside (renamed, never deleted), every evidence
+row that can still be read is copied out and stored again in the new index.
+A readable index is not set aside at all: `--rebuild` then reparses every
+file, and evidence tables are never dropped by reindexing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from app.errors import index_path
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite index URL (None for other databases and in-memory SQLite)."""
+    if not url.startswith("sqlite") or "///" not in url:
+        return None
+    path = index_path(url)
+    return None if path in ("", ":memory:") else Path(path)
+
+
+def is_damaged(path: Path) -> str | None:
+    """Why the SQLite file cannot be trusted (quick_check), or None when it reads cleanly."""
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            rows = [r[0] for r in con.execute("PRAGMA quick_check(3)")]
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        return str(exc)
+    return None if rows == ["ok"] else "; ".join(rows)
+
+
+def salvage_evidence(path: Path) -> list[dict[str, Any]]:
+    """Every evidence record that can still be read from a damaged index (stops at the first unreadable page)."""
+    found: list[dict[str, Any]] = []
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    except sqlite3.Error:
+        return found
+    try:
+        cursor = con.execute("SELECT data FROM evidence")
+        while True:
+            row = cursor.fetchone()
+            if row is None:
+                break
+            try:
+                record = json.loads(row[0])
+            except (TypeError, ValueError):
+                continue
+            if isinstance(record, dict):
+                found.append(record)
+    except sqlite3.Error:
+        pass  # what was read before the damage is kept
+    finally:
+        con.close()
+    return found
+
+
+def rebuild_sqlite(url: str) -> list[str]:
+    """Set a damaged SQLite index aside, keeping its evidence for the new one; lines saying what was done."""
+    path = sqlite_file(url)
+    if path is None or not path.exists():
+        return []
+    problem = is_damaged(path)
+    if problem is None:
+        return [f"{path}: the index reads cleanly; reparsing every page (evidence is kept)"]
+    records = salvage_evidence(path)
+    aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+    path.replace(aside)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            side.replace(aside.with_name(aside.name + suffix))
+    lines = [f"{path}: damaged ({problem}); set aside as {aside}"]
+    if records:
+        from app.store import Store
+
+        store = Store(url)
+        try:
+            store.create_schema()
+            result = store.evidence.add(records, origin="salvaged")
+        finally:
+            store.engine.dispose()
+        lines.append(f"{path}: {result.inserted} evidence records recovered from the damaged index")
+    else:
+        lines.append(f"{path}: no evidence could be read from the damaged index; committed evidence is reloaded from the evidence folder")
+    return lines

@@ -1,0 +1,121 @@
+"""`kernelwiki serve`: check what can be checked before listening, then run uvicorn (one process or several).
+
+Before anything is printed as served: the wiki folder must exist (started
+outside the repository, the service would otherwise serve an empty site), an
+empty wiki or a missing evidence folder is warned about, the port is bound
+(a busy port is one clear error), and the index is opened (a damaged one is
+one line with the fix). Then the app listens at once and indexes in the
+background. With `workers > 1` this process indexes (and watches) and
+publishes its progress to a status file, while uvicorn's worker processes
+serve, each opening SQLite read-only.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from pathlib import Path
+from typing import Callable
+
+from app.errors import broken_index_line
+from app.settings import Settings
+
+Say = Callable[[str], None]
+
+
+def folder_problems(settings: Settings) -> tuple[list[str], str | None]:
+    """Warnings about the wiki and evidence folders, and the error that stops `serve` (a missing wiki folder)."""
+    wiki, evidence = settings.wiki, settings.evidence
+    if not wiki.is_dir():
+        where = wiki.resolve()
+        return [], (f"{where}: error: no wiki folder here; run `kernelwiki serve` in the repository, "
+                    f"or pass --wiki DIR (KERNELWIKI_WIKI)")  # fmt: skip
+    warnings: list[str] = []
+    if not any(p.suffix == ".md" for p in wiki.rglob("*.md")):
+        warnings.append(f"{wiki.resolve()}: warning: the wiki folder has no Markdown pages; the site will be empty until pages are added")
+    if not evidence.is_dir():
+        warnings.append(f"{evidence.resolve()}: warning: no evidence folder; snippets will show no verification "
+                        f"(pass --evidence DIR or KERNELWIKI_EVIDENCE)")  # fmt: skip
+    elif not any(evidence.glob("*.jsonl")):
+        warnings.append(f"{evidence.resolve()}: warning: the evidence folder has no *.jsonl records")
+    return warnings, None
+
+
+def bind(host: str, port: int, listen: bool = True) -> socket.socket:
+    """A socket bound to host:port, listening unless told not to (raises OSError when the port is taken)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        if listen:
+            sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def port_error(host: str, port: int, exc: OSError) -> str:
+    if exc.errno == errno.EADDRINUSE:
+        return (f"error: port {port} on {host} is already in use (another kernelwiki serve?); "
+                f"stop it, or pick another port: --port N, KERNELWIKI_PORT=N, or make serve PORT=N")  # fmt: skip
+    return f"error: cannot listen on {host}:{port}: {exc.strerror or exc}"
+
+
+def run_server(settings: Settings, workers: int, say: Say, warn: Say) -> int:
+    """Serve until stopped; returns the exit status (1: could not start, 2: nothing to serve)."""
+    import uvicorn
+
+    from app.main import create_app, keeper_for, open_store, status_file
+    from app.watch import IndexStatus
+
+    warnings, fatal = folder_problems(settings)
+    for line in warnings:
+        warn(line)
+    if fatal:
+        warn(fatal)
+        return 2
+    try:
+        # Several workers: only probe (bound, not listening, so no connection is accepted and then dropped);
+        # uvicorn's supervisor binds the port itself and shares it with its workers.
+        sock = bind(settings.host, settings.port, listen=workers == 1)
+        if workers > 1:
+            sock.close()
+    except OSError as exc:
+        warn(port_error(settings.host, settings.port, exc))
+        return 1
+    try:
+        store = open_store(settings)  # migrates once, here, before any worker opens it read-only
+    except Exception as exc:
+        sock.close()  # (closing twice is harmless)
+        line = broken_index_line(settings.db, exc)
+        if line is None:
+            raise
+        warn(line)
+        return 1
+    url = f"http://{settings.host}:{settings.port}"
+    common = {"log_level": "info", "timeout_graceful_shutdown": settings.shutdown_timeout_s, "timeout_keep_alive": 5}
+    if workers == 1:
+        store.engine.dispose()  # the app's lifespan opens its own
+        say(f"serving {url} (indexing {settings.wiki} in the background{'; watching for changes' if settings.watch else ''}; "
+            f"{url}/api/health shows progress)")  # fmt: skip
+        server = uvicorn.Server(uvicorn.Config(create_app(settings), **common))
+        server.run(sockets=[sock])
+        return 0
+    status = IndexStatus(sink=status_file(settings))
+    status.update(state="starting")
+    keeper = keeper_for(settings, store, status).start()
+    os.environ.update({
+        "KERNELWIKI_WIKI": str(Path(settings.wiki).resolve()), "KERNELWIKI_DB": settings.db,
+        "KERNELWIKI_EVIDENCE": str(Path(settings.evidence).resolve()), "KERNELWIKI_WATCH": "false",
+    })  # fmt: skip
+    say(f"serving {url} with {workers} workers (this process indexes {settings.wiki}; the workers read the index read-only)")
+    try:
+        uvicorn.run("app.main:worker_app", factory=True, host=settings.host, port=settings.port, workers=workers, **common)
+    finally:
+        keeper.stop()
+        store.engine.dispose()
+    return 0

@@ -1,0 +1,127 @@
+"""POST /api/evidence over real HTTP: the token first, bounded records, parsed times, refusals that name what is wrong."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+from typing import Any
+
+import pytest
+
+AUTH = {"Authorization": "Bearer test-runner-token"}
+
+
+def rec(**change: Any) -> dict[str, Any]:
+    """A well-formed record for the fixture wiki's one snippet (hw-tma:1)."""
+    data = {"record_id": "r1", "snippet_id": "hw-tma:1", "page_id": "hw-tma", "target": "sm_90a", "step": "compile",
+            "status": "pass", "content_hash": "abc", "timestamp": "2026-12-01T00:00:00Z", "toolchain": "nvcc 13.0.88"}
+    data.update(change)
+    return data
+
+
+def detail(response: Any) -> str:
+    return json.dumps(response.json()["error"]["detail"])
+
+
+def test_only_a_bearer_token_is_accepted(live) -> None:
+    for headers in ({}, {"Authorization": "test-runner-token"}, {"Authorization": "Bearer wrong"},
+                    {"Authorization": "Basic dGVzdC1ydW5uZXItdG9rZW4="}, {"Authorization": "Bearer  x"}):
+        response = live.post("/api/evidence", json=[rec()], headers=headers)
+        assert response.status_code == 401, headers
+        assert response.headers["www-authenticate"] == "Bearer"
+    assert live.post("/api/evidence", json=[rec()], headers=AUTH).json()["inserted"] == 1
+
+
+def test_the_token_is_checked_before_the_body_is_read(live) -> None:
+    """An unauthenticated client declaring 100 MB is answered 401 after sending a few bytes of it."""
+    answer = raw_post(live, b"Content-Length: 104857600\r\n", b"[" * 1000)
+    assert answer.startswith(b"HTTP/1.1 401"), answer[:100]
+
+
+def raw_post(live: Any, head: bytes, body: bytes) -> bytes:
+    """Send a request's head and the start of its body over a plain socket; the first bytes of the answer."""
+    host, port = live.server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"POST /api/evidence HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + head + b"\r\n" + body)
+        return sock.recv(4096)
+
+
+def test_a_body_over_the_cap_is_refused_while_it_streams(live) -> None:
+    declared = raw_post(live, b"Authorization: Bearer test-runner-token\r\nContent-Length: 9437184\r\n", b"[")
+    assert declared.startswith(b"HTTP/1.1 413")  # the declared length alone is enough
+
+    def chunks():  # no Content-Length: counted as it arrives
+        for _ in range(40):
+            yield b" " * (256 * 1024)
+
+    streamed = live.post("/api/evidence", content=chunks(), headers={**AUTH, "content-type": "application/json"})
+    assert streamed.status_code == 413 and "8388608 bytes" in detail(streamed)
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    ({"timestamp": "zzzz-not-a-date"}, "timestamp"),
+    ({"timestamp": "2026-12-01T00:00:00"}, "timestamp"),  # no time zone
+    ({"timestamp": 1764547200}, "timestamp"),  # a number is not RFC 3339
+    ({"timestamp": "2999-01-01T00:00:00Z"}, "in the future"),  # would stay 'newest' forever
+    ({"status": "great"}, "status"),
+    ({"step": "bake"}, "step"),
+    ({"record_id": "x" * 500}, "record_id"),
+    ({"snippet_id": ""}, "snippet_id"),
+    ({"checks": [{"detail": "x" * 20000}]}, "checks"),
+    ({"duration_s": -1}, "duration_s"),
+])  # fmt: skip
+def test_malformed_records_are_refused_whole_with_the_field_named(live, change: dict[str, Any], named: str) -> None:
+    response = live.post("/api/evidence", json=[rec(record_id="good"), rec(record_id="bad", **change)] if "record_id" not in change
+                         else [rec(record_id="good"), rec(**change)], headers=AUTH)  # fmt: skip
+    assert response.status_code == 422 and named in detail(response) and "record 1" in detail(response)
+    assert live.get("/api/snippets/hw-tma:1/evidence").json() == []  # nothing of the post was stored
+
+
+def test_unknown_snippets_and_wrong_pages_are_refused_by_name(live) -> None:
+    response = live.post("/api/evidence", json=[rec(snippet_id="nope:7", page_id="nope"), rec(record_id="r2", page_id="hw-tmem")], headers=AUTH)
+    assert response.status_code == 422
+    text = detail(response)
+    assert "no snippet 'nope:7'" in text and "snippet 'hw-tma:1' is on page 'hw-tma', not 'hw-tmem'" in text
+    bad_json = live.post("/api/evidence", content=b"{not json", headers={**AUTH, "content-type": "application/json"})
+    assert bad_json.status_code == 422 and "not JSON" in detail(bad_json)
+    assert live.post("/api/evidence", json={"record_id": "r1"}, headers=AUTH).status_code == 422  # not an array
+
+
+def test_long_output_keeps_head_and_tail_and_long_messages_are_cut(live) -> None:
+    lines = "".join(f"line {i}\n" for i in range(200_000))  # ~1.5 MB
+    one_line = "z" * 300_000
+    records = [rec(output=lines, message="m" * 10_000), rec(record_id="r2", target="sm_100a", output=one_line)]
+    assert live.post("/api/evidence", json=records, headers=AUTH).json()["inserted"] == 2
+    stored = {r["target"]: r["data"] for r in live.get("/api/snippets/hw-tma:1/evidence").json()}
+    kept = stored["sm_90a"]["output"]
+    assert len(kept.encode()) <= 64 * 1024 and kept.startswith("line 0\n") and kept.endswith("line 199999\n")
+    assert "lines omitted]" in kept and stored["sm_90a"]["output_truncated"] is True
+    assert len(stored["sm_90a"]["message"].encode()) <= 4 * 1024 and "bytes omitted]" in stored["sm_90a"]["message"]
+    assert len(stored["sm_100a"]["output"].encode()) <= 64 * 1024 and "bytes omitted]" in stored["sm_100a"]["output"]
+
+
+def test_records_are_ordered_by_parsed_time_and_the_receive_time_is_kept(live) -> None:
+    # 10:00+02:00 is 08:00 UTC: earlier than 09:00Z although its text sorts later.
+    early_fail = rec(record_id="early", status="fail", timestamp="2026-12-01T10:00:00+02:00")
+    late_pass = rec(record_id="late", status="pass", timestamp="2026-12-01T09:00:00Z")
+    assert live.post("/api/evidence", json=[late_pass, early_fail], headers=AUTH).status_code == 200
+    history = live.get("/api/snippets/hw-tma:1/evidence").json()
+    assert [r["record_id"] for r in history] == ["late", "early"]
+    assert history[1]["timestamp"] == "2026-12-01T08:00:00.000000Z"
+    out = io.StringIO()
+    live.server.server.config.app.state.store.evidence.export_jsonl(out)
+    exported = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [r["record_id"] for r in exported] == ["early", "late"] and all(r["received_at"].startswith("20") for r in exported)
+
+
+def test_the_openapi_schema_shows_the_record_model_and_the_bearer_scheme(live) -> None:
+    spec = live.get("/openapi.json").json()
+    post = spec["paths"]["/api/evidence"]["post"]
+    schema = post["requestBody"]["content"]["application/json"]["schema"]
+    assert schema["type"] == "array" and schema["maxItems"] == 5000
+    props = schema["items"]["properties"]
+    assert props["timestamp"]["format"] == "date-time" and props["record_id"]["maxLength"] == 128
+    assert set(schema["items"]["required"]) >= {"record_id", "snippet_id", "page_id", "target", "step", "status", "content_hash", "timestamp"}
+    assert {"401", "413", "422"} <= set(post["responses"])
+    assert post["security"] == [{"HTTPBearer": []}] and spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"

@@ -1,0 +1,327 @@
+"""`kernelwiki serve` as a user runs it: a real process, a real port, real signals.
+
+It listens at once and reports indexing progress, refuses a busy port and a
+missing wiki clearly, names a damaged index and its fix, follows wiki edits
+with --watch, serves with several workers, and stops within 5 s even while a
+request is still running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import pytest
+
+from tests.conftest import free_port
+
+KERNELWIKI = str(Path(sys.executable).parent / "kernelwiki")
+TOKEN = "serve-test-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+PAGE = """---
+id: {id}
+title: {title}
+type: concept
+tags: [generated]
+---
+# {title}
+
+Words about {word} and the tensor memory accelerator, page {n}.
+
+## Details
+
+More text so the page has a second section: {word} {word}.
+"""
+
+
+class Served:
+    """`kernelwiki serve …` in its own process, output captured to files."""
+
+    def __init__(self, cwd: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.out, self.err = cwd / "serve.out", cwd / "serve.err"
+        full_env = {**os.environ, "KERNELWIKI_RUNNER_TOKEN": TOKEN, **(env or {})}
+        full_env.pop("KERNELWIKI_WIKI", None)
+        self.proc = subprocess.Popen(
+            [KERNELWIKI, "serve", "--port", str(self.port), *args], cwd=cwd, env=full_env,
+            stdout=self.out.open("w"), stderr=self.err.open("w"),
+        )  # fmt: skip
+
+    def listening(self, timeout: float = 30) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return True
+            except OSError:
+                time.sleep(0.02)
+        return False
+
+    def health(self) -> httpx.Response:
+        return httpx.get(self.url + "/api/health", timeout=10)
+
+    def wait_ok(self, timeout: float = 60) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            body = self.health().json()
+            if body["status"] == "ok":
+                return body
+            time.sleep(0.05)
+        raise AssertionError(f"not ok after {timeout}s: {body}")
+
+    def stop(self) -> float:
+        """SIGTERM; the seconds it took the process to exit."""
+        started = time.monotonic()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return time.monotonic() - started
+
+    def stderr(self) -> str:
+        return self.err.read_text()
+
+
+@pytest.fixture
+def site(tmp_path: Path, wiki_dir: Path) -> Path:
+    """A folder laid out like the repository: wiki/ (the fixture pages) and evidence/."""
+    (tmp_path / "evidence").mkdir()
+    assert wiki_dir == tmp_path / "wiki"
+    return tmp_path
+
+
+@pytest.fixture
+def served(site: Path) -> Iterator[Served]:
+    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}")
+    assert server.listening(), server.stderr()
+    yield server
+    server.stop()
+
+
+def test_it_listens_at_once_and_health_reports_indexing_progress(site: Path) -> None:
+    for n in range(1500):
+        (site / "wiki" / f"gen-{n:04d}.md").write_text(PAGE.format(id=f"gen-{n:04d}", title=f"Generated {n}", word=f"word{n}", n=n))
+    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}")
+    try:
+        assert server.listening(), server.stderr()
+        first = server.health()
+        assert first.status_code == 200
+        body = first.json()
+        assert body["status"] == "indexing", body  # answered while the first index is still being built
+        assert body["indexing"]["files"] == 1504 and body["indexing"]["phase"] and body["indexing"]["elapsed_s"] >= 0
+        done = server.wait_ok()
+        assert done["pages"] == 1504 and "indexing" not in done
+        assert "serving http://127.0.0.1" in server.out.read_text()
+    finally:
+        server.stop()
+
+
+def test_a_busy_port_is_one_clear_error_and_nothing_claims_to_serve(site: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run([KERNELWIKI, "serve", "--port", str(port), "--db", f"sqlite:///{site / 'i.db'}"], cwd=site,
+                                capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 1
+    assert f"port {port} on 127.0.0.1 is already in use" in result.stderr and "--port" in result.stderr
+    assert "serving" not in result.stdout and "Traceback" not in result.stderr
+
+
+def test_outside_the_repository_it_refuses_to_serve_an_empty_site(tmp_path: Path) -> None:
+    result = subprocess.run([KERNELWIKI, "serve", "--port", str(free_port())], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "serving" not in result.stdout
+    assert f"{tmp_path / 'wiki'}: error: no wiki folder here" in result.stderr and "--wiki DIR" in result.stderr
+
+
+def test_an_empty_wiki_and_a_missing_evidence_folder_are_warned_about(tmp_path: Path) -> None:
+    (tmp_path / "wiki").mkdir()
+    server = Served(tmp_path, "--db", f"sqlite:///{tmp_path / 'index.db'}")
+    try:
+        assert server.listening(), server.stderr()
+        assert server.wait_ok()["pages"] == 0
+        err = server.stderr()
+        assert f"{tmp_path / 'wiki'}: warning: the wiki folder has no Markdown pages" in err
+        assert f"{tmp_path / 'evidence'}: warning: no evidence folder" in err
+    finally:
+        server.stop()
+
+
+def _corrupt_table(db: Path, table: str) -> None:
+    """Overwrite the first b-tree page of `table` with garbage (the rest of the file intact)."""
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+    size = con.execute("PRAGMA page_size").fetchone()[0]
+    con.close()
+    with db.open("r+b") as fh:
+        fh.seek((root - 1) * size)
+        fh.write(b"\xa5" * size)
+
+
+def test_a_damaged_index_is_one_line_with_the_fix_and_rebuild_keeps_posted_evidence(site: Path) -> None:
+    db = site / "index.db"
+    server = Served(site, "--db", f"sqlite:///{db}")
+    assert server.listening(), server.stderr()
+    server.wait_ok()
+    record = {"record_id": "posted-1", "snippet_id": "hw-tma:1", "page_id": "hw-tma", "target": "sm_90a", "step": "run",
+              "status": "pass", "content_hash": "abc", "timestamp": "2026-12-01T00:00:00Z", "gpu_name": "NVIDIA H200"}
+    assert httpx.post(server.url + "/api/evidence", json=[record], headers=AUTH).json()["inserted"] == 1
+    server.stop()
+
+    # Partial damage: the service starts, health is 503 degraded with the fix, views answer 503 (never 500).
+    _corrupt_table(db, "page")
+    server = Served(site, "--db", f"sqlite:///{db}")
+    try:
+        assert server.listening(), server.stderr()
+        deadline = time.monotonic() + 30
+        while (health := server.health()).json()["status"] in ("starting", "indexing") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert health.status_code == 503 and health.json()["status"] == "degraded"
+        assert f"{db}: error: the index is damaged" in health.json()["problem"] and "kernelwiki index --rebuild" in health.json()["problem"]
+        for path in ("/", "/api/pages"):
+            assert httpx.get(server.url + path).status_code == 503, path
+    finally:
+        server.stop()
+
+    # The posted evidence can be exported even now, and survives the rebuild.
+    exported = site / "posted.jsonl"
+    run = subprocess.run([KERNELWIKI, "evidence", "export", str(exported), "--posted", "--db", f"sqlite:///{db}"],
+                         cwd=site, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert [json.loads(line)["record_id"] for line in exported.read_text().splitlines()] == ["posted-1"]
+    rebuilt = subprocess.run([KERNELWIKI, "index", "--rebuild", "--db", f"sqlite:///{db}"], cwd=site, capture_output=True, text=True, timeout=120)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert "set aside as" in rebuilt.stdout and "1 evidence records recovered" in rebuilt.stdout
+    server = Served(site, "--db", f"sqlite:///{db}")
+    try:
+        assert server.listening(), server.stderr()
+        assert server.wait_ok()["pages"] == 4
+        history = httpx.get(server.url + "/api/snippets/hw-tma:1/evidence").json()
+        assert [r["record_id"] for r in history] == ["posted-1"]
+    finally:
+        server.stop()
+
+    # A file that is not a database at all: serve and index each say one line and exit 1.
+    db.write_bytes(b"this is not an index" * 100)
+    for argv in (["serve", "--port", str(free_port())], ["index"]):
+        result = subprocess.run([KERNELWIKI, *argv, "--db", f"sqlite:///{db}"], cwd=site, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 1, (argv, result.stderr)
+        lines = [line for line in result.stderr.strip().splitlines() if "warning:" not in line]
+        assert len(lines) == 1 and lines[0].startswith(f"{db}: error: the index is damaged"), result.stderr
+        assert "kernelwiki index --rebuild" in lines[0] and "serving" not in result.stdout
+
+
+def test_watch_reflects_added_changed_and_deleted_pages_within_2s(site: Path) -> None:
+    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--watch")
+    try:
+        assert server.listening(), server.stderr()
+        server.wait_ok()
+
+        def within(seconds: float, check: Any) -> float:
+            started = time.monotonic()
+            while time.monotonic() - started < seconds:
+                if check():
+                    return time.monotonic() - started
+                time.sleep(0.05)
+            raise AssertionError(f"not reflected within {seconds}s")
+
+        page = site / "wiki" / "live-page.md"
+        page.write_text(PAGE.format(id="live-page", title="Live page", word="zebrafish", n=1))
+        within(2.0, lambda: any(r["id"] == "live-page" for r in httpx.get(server.url + "/api/search", params={"q": "zebrafish"}).json()["results"]))
+        page.write_text(PAGE.format(id="live-page", title="Renamed live page", word="okapi", n=2))
+        within(2.0, lambda: "Renamed live page" in httpx.get(server.url + "/pages/live-page").text)
+        assert httpx.get(server.url + "/api/search", params={"q": "okapi"}).json()["results"][0]["id"] == "live-page"
+        page.unlink()
+        within(2.0, lambda: httpx.get(server.url + "/pages/live-page").status_code == 404)
+        assert httpx.get(server.url + "/api/search", params={"q": "okapi"}).json()["total"] == 0
+    finally:
+        server.stop()
+
+
+def _index_fds(pid: int, db: Path) -> list[int]:
+    """The open-flags of every descriptor of process `pid` on the index file."""
+    flags = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            if Path(os.readlink(fd)) == db:
+                info = Path(f"/proc/{pid}/fdinfo/{fd.name}").read_text()
+                flags.append(int(next(l for l in info.splitlines() if l.startswith("flags:")).split()[1], 8))
+        except OSError:
+            continue
+    return flags
+
+
+def test_several_workers_serve_read_only_and_still_take_posted_evidence(site: Path) -> None:
+    db = site / "index.db"
+    server = Served(site, "--db", f"sqlite:///{db}", "--workers", "2")
+    try:
+        assert server.listening(), server.stderr()
+        body = server.wait_ok()
+        assert body["read_only"] is True and body["pages"] == 4
+        with httpx.Client(base_url=server.url) as client:
+            for _ in range(20):
+                assert client.get("/api/search", params={"q": "tma"}).status_code == 200
+            workers = [int(p) for p in subprocess.run(["pgrep", "-P", str(server.proc.pid)], capture_output=True, text=True).stdout.split()]
+            opened = {pid: _index_fds(pid, db) for pid in workers}
+            assert any(opened.values()), opened  # the workers that answered hold the index open …
+            assert all(flags & 3 == os.O_RDONLY for fds in opened.values() for flags in fds), opened  # … read-only
+            record = {"record_id": "w-1", "snippet_id": "hw-tma:1", "page_id": "hw-tma", "target": "sm_90a", "step": "compile",
+                      "status": "pass", "content_hash": "abc", "timestamp": "2026-12-01T00:00:00Z"}
+            assert client.post("/api/evidence", json=[record], headers=AUTH).json()["inserted"] == 1
+            assert [r["record_id"] for r in client.get("/api/snippets/hw-tma:1/evidence").json()] == ["w-1"]
+    finally:
+        assert server.stop() < 5
+
+
+def test_it_stops_within_5s_while_a_request_is_still_running(served: Served) -> None:
+    served.wait_ok()
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as slow:
+        # An authorised upload that never finishes: the request stays in flight.
+        slow.sendall(b"POST /api/evidence HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode()
+                     + b"\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n[")  # fmt: skip
+        time.sleep(0.3)
+        took = served.stop()
+    assert served.proc.returncode is not None and took < 5, took
+
+
+def test_an_unauthenticated_100_mb_post_is_refused_without_reading_it(served: Served) -> None:
+    served.wait_ok()
+    status = Path(f"/proc/{served.proc.pid}/status")
+
+    def rss_kib() -> int:
+        return int(next(line for line in status.read_text().splitlines() if line.startswith("VmRSS:")).split()[1])
+
+    before = rss_kib()
+    chunk = b"[" * (1024 * 1024)
+    sent = 0
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+        sock.sendall(b"POST /api/evidence HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 104857600\r\n\r\n" + chunk)  # fmt: skip
+        sent += len(chunk)
+        answer = sock.recv(4096)
+        try:
+            while sent < 100 * 1024 * 1024:
+                sock.sendall(chunk)
+                sent += len(chunk)
+        except OSError:
+            pass  # the server closed the connection instead of reading 100 MB
+    assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
+    assert rss_kib() - before < 20 * 1024, (before, rss_kib())
+    assert served.health().status_code == 200
