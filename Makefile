@@ -42,9 +42,9 @@ $(TEST_STAMP): pyproject.toml | $(BIN)/python
 setup-serve: $(SERVE_STAMP)
 setup: $(TEST_STAMP)
 
-## serve: index wiki/ into the embedded SQLite index and serve http://$(HOST):$(PORT)
+## serve: serve http://$(HOST):$(PORT) at once, indexing wiki/ in the background and again on every edit
 serve: $(SERVE_STAMP)
-	$(BIN)/kernelwiki serve --host $(HOST) --port $(PORT)
+	$(BIN)/kernelwiki serve --watch --host $(HOST) --port $(PORT)
 
 ## test: lint the wiki, compile every snippet for its targets, run the whole test suite
 test: setup-test
