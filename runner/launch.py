@@ -110,6 +110,7 @@ def _kill_all(me: int, statuses: dict[int, int]) -> set[int]:
 def main(argv: list[str]) -> int:
     status_fd = -1
     uid: int | None = None
+    groups: list[int] = []
     timeout = 60.0
     limits: dict[int, int] = {}
     i = 0
@@ -131,6 +132,8 @@ def main(argv: list[str]) -> int:
             limits[resource.RLIMIT_NPROC] = int(value)
         elif key == "--uid":
             uid = int(value)
+        elif key == "--groups":
+            groups = [int(g) for g in value.split(",") if g]
         i += 2
     command = argv[i + 1 :]
     report: dict[str, object] = {"exit_code": None, "signal": None, "timed_out": False, "leftovers": 0, "error": None}
@@ -176,7 +179,7 @@ def main(argv: list[str]) -> int:
                 resource.setrlimit(which, (value, value))
             if uid is not None:
                 step = f"switch to user id {uid}"
-                os.setgroups([])
+                os.setgroups(groups)  # only those owning the GPU device nodes (--groups), else none
                 os.setgid(uid)
                 os.setuid(uid)
             step = f"run {command[0]}"

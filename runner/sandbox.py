@@ -384,11 +384,11 @@ def _bwrap_prefix(bwrap: str, workdir: Path, settings: RunnerSettings, argv0: st
         present.append(path)
     prefix += binds + ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp",
                      "--perms", "1777", "--tmpfs", "/dev/shm"]  # fmt: skip
-    present += ["/dev", "/proc", "/tmp"]
+    present += ["/dev/.", "/proc/.", "/tmp/."]  # made empty: folders below them still have to be made
     if gpu:
         for pattern in GPU_DEVICE_GLOBS:
             for node in sorted(glob.glob(pattern)):
-                prefix += ["--dev-bind", node, node]
+                prefix += _parents(node, present) + ["--dev-bind", node, node]
         if os.path.isdir("/sys"):
             prefix += ["--ro-bind", "/sys", "/sys"]  # the CUDA driver reads PCI and NUMA topology there
     prefix += _parents(LAUNCHER_IN_SANDBOX, present) + ["--ro-bind", str(LAUNCHER), LAUNCHER_IN_SANDBOX]
@@ -524,6 +524,21 @@ def _give_uid(uid: int) -> None:
         _uids_in_use.discard(uid)
 
 
+def _device_groups() -> list[int]:
+    """Groups that own GPU device nodes not open to everyone (e.g. `video`, mode 0660): the sandbox's user id
+    joins them, so that a GPU run works under its own id as it would under root."""
+    groups: set[int] = set()
+    for pattern in GPU_DEVICE_GLOBS:
+        for node in glob.glob(pattern):
+            try:
+                st = os.stat(node)
+            except OSError:
+                continue
+            if st.st_mode & 0o006 != 0o006 and st.st_mode & 0o060:
+                groups.add(st.st_gid)
+    return sorted(groups)
+
+
 def _chown_tree(root: Path, uid: int) -> None:
     """Give the sandbox's user id its folder (0711: bubblewrap, root without capabilities, must enter it)."""
     os.chown(root, uid, uid)
@@ -585,6 +600,9 @@ def run_process(
             os.close(status_w)
             return ProcessResult(list(argv), None, None, False, 0.0, isolation=level, error=f"not run: {exc}")
         launcher += ["--uid", str(uid)]
+        groups = _device_groups() if gpu else []
+        if groups:
+            launcher += ["--groups", ",".join(str(g) for g in groups)]
     # The launcher runs inside the wrapper: under a pid namespace it is the namespace's first process, so
     # it reaps everything the snippet starts and reports the command's own exit status or signal.
     full = wrapper + launcher + ["--"] + list(argv)

@@ -215,3 +215,23 @@ def test_bwrap_keeps_writes_inside_the_snippet_folder(tmp_path: Path) -> None:
     assert (work / "inside.txt").read_text() == "in\n"
     assert not outside.exists()
     assert not Path(f"/var/tmp/kw-escape-{os.getpid()}").exists()
+
+
+def test_a_gpu_run_joins_the_groups_of_device_nodes_closed_to_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPU device nodes of mode 0660 (group video): the sandbox's own user id must still open them."""
+    if isolation_problem(ISOLATION_BWRAP) or os.geteuid() != 0:
+        pytest.skip("needs bubblewrap and a root runner (only then does the sandbox get a user id of its own)")
+    from runner import sandbox
+
+    node = tmp_path / "nvidia-kw-test"
+    node.write_text("device\n")
+    os.chown(node, 0, 44)
+    node.chmod(0o660)
+    monkeypatch.setattr(sandbox, "GPU_DEVICE_GLOBS", (str(node),))
+    work = tmp_path / "work"
+    work.mkdir()
+    res = run_process(["sh", "-c", f"id -G; cat {node}"], work, 20, isolation=ISOLATION_BWRAP, gpu=True)
+    assert res.exit_code == 0, res.output
+    assert "44" in res.stdout.text.split("\n")[0].split() and "device" in res.stdout.text
+    plain = run_process(["sh", "-c", "id -G"], work, 20, isolation=ISOLATION_BWRAP)
+    assert "44" not in plain.stdout.text.split(), "compiles join no group"
