@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import quote
 
 import yaml
 
 from tests.app.agent_fixtures import agent_live  # noqa: F401  (fixture)
+from tests.app.test_search import HOSTILE
 
 LINK = re.compile(r"^- \[(?P<title>[^\]]+)\]\((?P<url>[^)]+)\): (?P<description>.+)$")
 
@@ -83,3 +85,9 @@ def test_llms_full_txt_holds_every_page_markdown_without_hidden_lines(agent_live
         assert text.count(f"\nid: {page_id}\n") == 1, page_id
         assert agent_live.get(f"/pages/{page_id}.md").text in text
     assert "HIDDEN_SETUP_MACRO" not in text and "hidden_setup_module" not in text
+
+
+def test_hostile_page_ids_never_answer_5xx(agent_live) -> None:
+    for query in HOSTILE:
+        response = agent_live.get("/pages/" + quote(query[:300], safe="") + ".md")
+        assert response.status_code in (404, 422), (query[:20], response.status_code)

@@ -13,9 +13,11 @@ import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 
+from app.agents.mcp_server import build_server
 from app.main import create_app
 from app.settings import Settings
 from tests.app.agent_fixtures import agent_records, prepared_store, write_agent_page
+from tests.app.test_search import HOSTILE
 from tests.conftest import FIXTURE_WIKI, LiveServer
 
 TOOLS = {"search", "get_page", "get_snippet_evidence", "resolve"}
@@ -140,3 +142,26 @@ def test_http_endpoint_of_the_service_answers_every_tool(settings, mode: str) ->
         run(conversation)
         # The rest of the service is unaffected by the mounted endpoint.
         assert httpx.get(f"{server.url}/api/resolve", params={"name": "tmem"}).json()["id"] == "hw-tmem"
+
+
+@pytest.mark.parametrize("query", HOSTILE, ids=[repr(q[:20]) for q in HOSTILE])
+def test_hostile_arguments_get_answers_or_tool_errors_never_a_crash(store, query: str) -> None:
+    """Any string in any argument: an answer or an anticipated tool error, never the SDK's bare crash message."""
+    server = build_server(lambda: store, "http://kw")
+    calls = [
+        ("search", {"query": query}), ("search", {"query": query[:2000], "budget_tokens": 500}),
+        ("search", {"query": "tma", "arch": query[:100], "type": query[:100]}),
+        ("get_page", {"id": query[:200]}), ("get_page", {"id": "hw-tma", "sections": [query[:200]]}),
+        ("get_snippet_evidence", {"snippet_id": query[:300]}), ("get_snippet_evidence", {"snippet_id": f"{query[:200]}:1"}),
+        ("resolve", {"name": query[:500]}),
+    ]  # fmt: skip
+
+    async def conversation() -> None:
+        async with Client(server) as client:
+            for tool, arguments in calls:
+                error, text = await call(client, tool, **arguments)
+                assert text and text != f"Error executing tool {tool}", (tool, arguments)
+            error, text = await call(client, "resolve", name="tma")
+            assert not error and text.startswith("hw-tma:")
+
+    run(conversation)
