@@ -724,8 +724,10 @@ def resource_limit_hit(res: ProcessResult, limits: Limits) -> str | None:
     """
     if res.exit_code == 0 and res.signal is None:
         return None
-    if res.signal == signal.SIGXFSZ:
-        return f"file size limit ({limits.file_size_bytes // MiB} MiB) reached"
+    if res.signal == signal.SIGXFSZ or res.exit_code == 128 + signal.SIGXFSZ or "File size limit exceeded" in res.output:
+        size = limits.file_size_bytes
+        shown = f"{size // MiB} MiB" if size >= MiB else f"{size} bytes"
+        return f"file size limit ({shown}) reached"
     text = res.output
     if _MEMORY_SIGNS.search(text):
         cap = limits.data_bytes or limits.address_space_bytes

@@ -25,6 +25,7 @@ from runner.sandbox import (
     SandboxUnavailable,
     detect_isolation,
     isolation_problem,
+    resource_limit_hit,
     run_process,
     sandbox_environment,
 )
@@ -152,9 +153,15 @@ def test_standard_input_is_closed(tmp_path: Path) -> None:
 
 
 def test_file_size_limit_stops_runaway_writes(tmp_path: Path) -> None:
-    res = run_process(["sh", "-c", "head -c 5000000 /dev/zero > big.bin"], tmp_path, 20, limits=Limits(file_size_bytes=100_000))
+    limits = Limits(file_size_bytes=100_000)
+    res = run_process(["sh", "-c", "head -c 5000000 /dev/zero > big.bin"], tmp_path, 20, limits=limits)
     assert res.exit_code != 0
     assert (tmp_path / "big.bin").stat().st_size <= 100_000
+    assert resource_limit_hit(res, limits) == "file size limit (100000 bytes) reached"
+    files = Limits(open_files=64)
+    many = run_process([sys.executable, "-c", "fs = [open('f%d' % i, 'w') for i in range(100)]"], tmp_path, 20, limits=files)
+    assert "Too many open files" in many.output
+    assert resource_limit_hit(many, files) == "open files limit (64) reached"
 
 
 def test_address_space_limit_applies_to_compile_processes(tmp_path: Path) -> None:
