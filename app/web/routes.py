@@ -26,15 +26,30 @@ Offset = Annotated[int, Query(ge=0, le=1_000_000)]
 
 @router.get("/")
 def home(request: Request, store: StoreDep, conn: ConnDep, arch: Param = None, type: Param = None, tag: Param = None, offset: Offset = 0) -> Response:
-    view = home_view(store, web_state(request), arch or None, type or None, tag or None, offset=offset, conn=conn)
-    base = {k: v for k, v in {"arch": arch, "type": type, "tag": tag}.items() if v}
+    return _listing(request, store, conn, "/", "home.html", None, arch, type, tag, offset)
+
+
+@router.get("/pages")
+def pages(request: Request, store: StoreDep, conn: ConnDep, arch: Param = None, type: Param = None, tag: Param = None, offset: Offset = 0) -> Response:
+    """Every page, a window at a time: the home page's listing without the introduction."""
+    return _listing(request, store, conn, "/pages", "pages.html", "Pages", arch, type, tag, offset)
+
+
+def _listing(request: Request, store: StoreDep, conn: ConnDep, path: str, template: str, title: str | None,
+             arch: str | None, type_: str | None, tag: str | None, offset: int) -> Response:  # fmt: skip
+    """The pages the filters select (home_view), with links to the previous and next window under `path`."""
+    view = home_view(store, web_state(request), arch or None, type_ or None, tag or None, offset=offset, conn=conn)
+    base = {k: v for k, v in {"arch": arch, "type": type_, "tag": tag}.items() if v}
 
     def at(new_offset: int | None) -> str | None:
-        return None if new_offset is None else "/?" + urlencode({**base, **({"offset": new_offset} if new_offset else {})})
+        if new_offset is None:
+            return None
+        query = urlencode({**base, **({"offset": new_offset} if new_offset else {})})
+        return f"{path}?{query}" if query else path
 
-    context = {"view": view, "arch": arch or "", "type": type or "", "tag": tag or "", "title": None,
+    context = {"view": view, "arch": arch or "", "type": type_ or "", "tag": tag or "", "title": title,
                "next_url": at(view.next_offset), "prev_url": at(view.prev_offset)}  # fmt: skip
-    return html_page(request, "home.html", context)
+    return html_page(request, template, context)
 
 
 def _page_response(request: Request, store: StoreDep, conn: ConnDep, page_id: str, canonical: bool) -> Response:
