@@ -93,3 +93,15 @@ def test_summary_counts_the_worst_step_per_snippet_and_target() -> None:
     assert totals["failed"] == 2
     assert combined_status(["pass", "skipped"]) == "skipped"
     assert combined_status(["xfail"]) == "xfail"
+
+
+def test_records_carry_the_exact_command_and_older_records_without_it_still_load(tmp_path: Path) -> None:
+    new = record(command="/usr/local/bin/nvcc -gencode=arch=compute_90a,code=sm_90a -c snippet.cu -o snippet.o")
+    old = {k: v for k, v in record().to_dict().items() if k != "command"}  # written before the field existed
+    path = tmp_path / "e.jsonl"
+    path.write_text(json.dumps(new.to_dict()) + "\n" + json.dumps(old) + "\n")
+    loaded = read_jsonl(path)
+    assert loaded[0].command.startswith("/usr/local/bin/nvcc -gencode=arch=compute_90a")
+    assert loaded[1].command == "" and loaded[1].record_id == old["record_id"]
+    outcome = StepOutcome.from_dict({"step": "compile", "status": "pass"})  # a cache entry from before the field
+    assert outcome.command == ""
