@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from app.agents.markdown import one_line, page_markdown, page_url, prepare, status_legend
+from app.agents.markdown import description, page_markdown, page_url, status_legend
 from app.schemas import PageSummary
 from app.store import Filters, Store
 
@@ -73,11 +73,10 @@ def llms_txt(store: Store, base_url: str) -> str:
         if page.type != current:
             current = page.type
             lines += ["", f"## {_heading(page.type)}", ""]
-        body, body_line = sources.get(page.id, ("", 1))
-        description = one_line(prepare(body, body_line, []))
+        summary = description(sources.get(page.id, ("", 1))[0]) or page.title
         archs = f" [{', '.join(page.architectures)}]" if page.architectures else ""
         label = page.title.replace("[", "(").replace("]", ")")
-        lines.append(f"- [{label}]({page_url(base, page.id)}): {description or page.title}{archs}")
+        lines.append(f"- [{label}]({page_url(base, page.id)}): {summary}{archs}")
     return "\n".join(lines) + "\n"
 
 

@@ -78,7 +78,6 @@ class Span:
     level: int  # 0 for that intro
     start: int
     end: int
-    text: str  # plain text, for one-line descriptions
 
 
 @dataclass
@@ -137,7 +136,7 @@ def prepare(body: str, body_line: int, snippets: list[SnippetPublic]) -> PageTex
     for i, section in enumerate(rendered.sections):
         start = 0 if section.level == 0 else section.line - 1
         end = rendered.sections[i + 1].line - 1 if i + 1 < len(rendered.sections) else len(lines)
-        spans.append(Span(section.heading, section.anchor, section.level, start, end, section.text))
+        spans.append(Span(section.heading, section.anchor, section.level, start, end))
     page = PageText(lines, body_line, spans)
     by_line = {s.line: s for s in snippets}
     for token in MarkdownIt("commonmark").parse(body):
@@ -210,14 +209,23 @@ def page_markdown(page: PagePublic, body: str, body_line: int, base_url: str, se
     return front_matter(page, base_url) + "\n" + "\n\n".join(parts) + "\n"
 
 
-def one_line(text: PageText, limit: int = 200) -> str:
-    """A page's one-line description: the first sentence of its first prose."""
-    for span in text.spans:
-        for paragraph in span.text.split("\n"):
-            paragraph = re.sub(r"\s+", " ", paragraph).strip()
-            if len(paragraph) < 20:
+def description(body: str, limit: int = 200) -> str:
+    """A page's one-line description: the first sentence of its first paragraph of prose (for llms.txt).
+
+    Only the body's first few kilobytes are parsed; a body whose first paragraph
+    comes later (after a long code block, say) is parsed whole.
+    """
+    parser = MarkdownIt("commonmark").enable("table")
+    for text in (body[:4000], body) if len(body) > 4000 else (body,):
+        tokens = parser.parse(text)
+        for before, token in zip(tokens, tokens[1:]):
+            if before.type != "paragraph_open" or token.type != "inline":
                 continue
-            m = re.match(r"(.+?[.!?])(\s|$)", paragraph)
-            sentence = m.group(1) if m else paragraph
+            words = "".join(" " if c.type in ("softbreak", "hardbreak") else c.content for c in token.children or [])
+            words = re.sub(r"\s+", " ", words).strip()
+            if len(words) < 20:
+                continue
+            m = re.match(r"(.+?[.!?])(\s|$)", words)
+            sentence = m.group(1) if m else words
             return sentence if len(sentence) <= limit else sentence[: limit - 1].rstrip() + "…"
     return ""
