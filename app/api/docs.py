@@ -1,9 +1,11 @@
-"""`/docs`: Swagger UI served from the package's own files (swagger-ui-bundle, Apache-2.0), under a CSP.
+"""`/docs`: Swagger UI served from installed files, under a CSP.
 
 FastAPI's self-hosted docs recipe: the default `/docs` loads Swagger UI from a
-CDN; here its JavaScript and CSS come from `/docs/assets/` (the files of the
-`swagger-ui-bundle` package) and its start-up script from `/docs/init.js`, so
-the page needs no inline script and nothing from another host.
+CDN; here its JavaScript and CSS come from `/docs/assets/` and its start-up
+script from `/docs/init.js`, so the page needs no inline script and nothing
+from another host. The files are Swagger UI 5 (Apache-2.0; 5.x reads the
+OpenAPI 3.1 that FastAPI writes, 4.x does not) as the `fastapi-offline`
+package ships them; only its static folder is used.
 """
 
 from __future__ import annotations
@@ -47,10 +49,10 @@ PAGE = """<!doctype html>
 
 
 def assets_folder() -> str:
-    """The Swagger UI distribution shipped by the `swagger-ui-bundle` package."""
-    from swagger_ui_bundle import swagger_ui_path
+    """The Swagger UI 5 files shipped by the `fastapi-offline` package (swagger-ui-bundle.js, swagger-ui.css)."""
+    from importlib.resources import files
 
-    return str(swagger_ui_path)
+    return str(files("fastapi_offline") / "static")
 
 
 def install(app: FastAPI) -> None:
