@@ -75,3 +75,24 @@ def test_credentials_leave_even_the_environment_the_kernel_shows() -> None:
     done = subprocess.run([sys.executable, "-c", SHED], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "sekrit", "postgresql://u:sekrit@h/q", "False"]
+
+
+def test_the_worker_refuses_without_its_sandbox_and_passes_the_isolation_setting_down(
+    tmp_path, monkeypatch: pytest.MonkeyPatch  # noqa: ANN001
+) -> None:
+    from app.worker import check_sandbox, runner_verify
+    from runner import sandbox
+    from runner.settings import RunnerSettings
+    from snippets import extract_snippets
+
+    monkeypatch.setattr(sandbox, "_settings", [RunnerSettings(bwrap=str(tmp_path / "no-bwrap"))])
+    with pytest.raises(WorkerRefused, match="apt-get install bubblewrap"):
+        check_sandbox(None)
+    assert check_sandbox("none") == "none"
+    snippets, _ = extract_snippets("w", "w.md", "```python compile\nprint('hi')\n```\n", 1, [])
+    verify = runner_verify([], Toolchain(), tmp_path / "cache", "none")
+    records = verify(snippets[0].to_dict(), snippets[0].targets[0], True)
+    assert [(r["step"], r["status"], r["isolation"]) for r in records] == [("compile", "pass", "none")]
+    refused = runner_verify([], Toolchain(), tmp_path / "cache", None)
+    with pytest.raises(sandbox.SandboxUnavailable):
+        refused(snippets[0].to_dict(), snippets[0].targets[0], True)
