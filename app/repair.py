@@ -39,15 +39,16 @@ def is_damaged(path: Path) -> str | None:
     return None if rows == ["ok"] else "; ".join(rows)
 
 
-def salvage_evidence(path: Path) -> list[dict[str, Any]]:
-    """Every evidence record that can still be read from a damaged index (stops at the first unreadable page)."""
-    found: list[dict[str, Any]] = []
+def salvage_evidence(path: Path) -> list[tuple[dict[str, Any], str]]:
+    """(record, origin) for every evidence row that can still be read from a damaged index (stops at the first unreadable page)."""
+    found: list[tuple[dict[str, Any], str]] = []
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
     except sqlite3.Error:
         return found
     try:
-        cursor = con.execute("SELECT data FROM evidence")
+        columns = {row[1] for row in con.execute("PRAGMA table_info(evidence)")}
+        cursor = con.execute("SELECT data, origin FROM evidence" if "origin" in columns else "SELECT data, NULL FROM evidence")
         while True:
             row = cursor.fetchone()
             if row is None:
@@ -57,7 +58,7 @@ def salvage_evidence(path: Path) -> list[dict[str, Any]]:
             except (TypeError, ValueError):
                 continue
             if isinstance(record, dict):
-                found.append(record)
+                found.append((record, row[1] or "salvaged"))
     except sqlite3.Error:
         pass  # what was read before the damage is kept
     finally:
@@ -87,10 +88,13 @@ def rebuild_sqlite(url: str) -> list[str]:
         store = Store(url)
         try:
             store.create_schema()
-            result = store.evidence.add(records, origin="salvaged")
+            by_origin: dict[str, list[dict[str, Any]]] = {}
+            for record, origin in records:
+                by_origin.setdefault(origin, []).append(record)
+            inserted = sum(store.evidence.add(group, origin=origin).inserted for origin, group in by_origin.items())
         finally:
             store.engine.dispose()
-        lines.append(f"{path}: {result.inserted} evidence records recovered from the damaged index")
+        lines.append(f"{path}: {inserted} evidence records recovered from the damaged index")
     else:
         lines.append(f"{path}: no evidence could be read from the damaged index; committed evidence is reloaded from the evidence folder")
     return lines

@@ -209,6 +209,8 @@ def test_a_damaged_index_is_one_line_with_the_fix_and_rebuild_keeps_posted_evide
     rebuilt = subprocess.run([KERNELWIKI, "index", "--rebuild", "--db", f"sqlite:///{db}"], cwd=site, capture_output=True, text=True, timeout=120)
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert "set aside as" in rebuilt.stdout and "1 evidence records recovered" in rebuilt.stdout
+    again = subprocess.run([KERNELWIKI, "evidence", "export", "--posted", "--db", f"sqlite:///{db}"], cwd=site, capture_output=True, text=True, timeout=60)
+    assert [json.loads(line)["record_id"] for line in again.stdout.splitlines()] == ["posted-1"]  # still known as posted
     server = Served(site, "--db", f"sqlite:///{db}")
     try:
         assert server.listening(), server.stderr()
