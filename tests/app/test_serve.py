@@ -303,6 +303,26 @@ def test_it_stops_within_5s_while_a_request_is_still_running(served: Served) -> 
     assert served.proc.returncode is not None and took < 5, took
 
 
+def test_it_stops_within_5s_while_a_request_waits_on_a_locked_index(served: Served, site: Path) -> None:
+    """A request stuck in a worker thread (here: waiting up to 30 s for SQLite's write lock) does not hold the exit."""
+    served.wait_ok()
+    record = {"record_id": "locked-1", "snippet_id": "hw-tma:1", "page_id": "hw-tma", "target": "sm_90a", "step": "compile",
+              "status": "pass", "content_hash": "abc", "timestamp": "2026-12-01T00:00:00Z"}
+    body = json.dumps([record]).encode()
+    lock = sqlite3.connect(site / "index.db", timeout=5)
+    lock.execute("BEGIN IMMEDIATE")  # another writer holds the index
+    try:
+        with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+            sock.sendall(b"POST /api/evidence HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode()
+                         + b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)  # fmt: skip
+            time.sleep(1.0)  # the insert is now waiting on the lock
+            took = served.stop()
+    finally:
+        lock.rollback()
+        lock.close()
+    assert served.proc.returncode is not None and took < 5, took
+
+
 def test_an_unauthenticated_100_mb_post_is_refused_without_reading_it(served: Served) -> None:
     served.wait_ok()
     status = Path(f"/proc/{served.proc.pid}/status")
