@@ -20,11 +20,16 @@ from typing import TYPE_CHECKING, Annotated, Any, AsyncIterator, Callable
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from pydantic import Field
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.agents.documents import page_document
 from app.agents.markdown import UnknownSection, page_url, snippet_line, status_legend
 from app.budget import APPROXIMATION, MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, budgeted, render_context
+from app.errors import error_body
 from app.settings import Settings
 from app.store import Filters, Store
 
@@ -215,14 +220,33 @@ def run_stdio(settings: Settings) -> None:
     build_server(lambda: store, settings.server_url).run("stdio")
 
 
+class PostOnly:
+    """`/mcp` takes POST only: a GET would open a stream on which a stateless server never sends anything.
+
+    The streamable HTTP transport lets a server answer GET with 405 when it
+    offers no server-initiated stream; this one has nothing to push.
+    """
+
+    def __init__(self, inner: ASGIApp) -> None:
+        self.inner = inner
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] != "POST":
+            detail = f"{MCP_PATH} is an MCP endpoint (streamable HTTP): send JSON-RPC messages with POST"
+            response = JSONResponse(error_body(405, detail), status_code=405, headers={"Allow": "POST"})
+            await response(scope, receive, send)
+            return
+        await self.inner(scope, receive, send)
+
+
 def mount_http(app: "FastAPI") -> None:
     """Serve the tools at `/mcp` of `app` (stateless streamable HTTP), its session manager run by the app's lifespan."""
     settings: Settings = app.state.settings
     server = build_server(lambda: getattr(app.state, "store", None), settings.server_url)
-    http_app = server.streamable_http_app(
+    server.streamable_http_app(  # makes the session manager; its Starlette app is not used
         streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=settings.host
     )
-    app.router.routes.extend(http_app.routes)
+    app.router.routes.append(Route(MCP_PATH, endpoint=PostOnly(StreamableHTTPASGIApp(server.session_manager))))
     inner = app.router.lifespan_context
 
     @asynccontextmanager

@@ -144,6 +144,21 @@ def test_http_endpoint_of_the_service_answers_every_tool(settings, mode: str) ->
         assert httpx.get(f"{server.url}/api/resolve", params={"name": "tmem"}).json()["id"] == "hw-tmem"
 
 
+def test_http_endpoint_refuses_what_is_not_an_mcp_post_from_this_host(settings) -> None:  # type: ignore[no-untyped-def]
+    """GET answers 405 at once (a stateless server pushes nothing); another Host or Origin is refused (DNS rebinding)."""
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+    accept = {"accept": "application/json, text/event-stream"}
+    with LiveServer(create_app(settings, store=prepared_store(settings))) as server:
+        with httpx.Client(base_url=server.url, timeout=10) as http:
+            get = http.get("/mcp", headers={"accept": "text/event-stream"})
+            assert get.status_code == 405 and get.headers["allow"] == "POST" and get.json()["error"]["status"] == 405
+            ok = http.post("/mcp", json=initialize, headers=accept)
+            assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "kernelwiki"
+            assert http.post("/mcp", json=initialize, headers={**accept, "host": "evil.example"}).status_code == 421
+            assert http.post("/mcp", json=initialize, headers={**accept, "origin": "http://evil.example"}).status_code == 403
+
+
 @pytest.mark.parametrize("query", HOSTILE, ids=[repr(q[:20]) for q in HOSTILE])
 def test_hostile_arguments_get_answers_or_tool_errors_never_a_crash(store, query: str) -> None:
     """Any string in any argument: an answer or an anticipated tool error, never the SDK's bare crash message."""
