@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, AsyncIterator, Callable
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.types import ToolAnnotations
 from pydantic import Field
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -89,7 +90,8 @@ RESOLVE_DOC = """Find the page a name belongs to: an alias (e.g. `TMEM`, `UTMALD
 or a page id, case-insensitive. Use it when you know the exact term; use search for anything else.
 Answers with the page id, title, type, architectures and aliases; read it with get_page."""
 
-log = logging.getLogger("kernelwiki.mcp")
+READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+"""Every tool only reads the local index: safe to call without asking the user."""
 
 
 def _plain(excerpt_html: str) -> str:
@@ -110,7 +112,7 @@ def build_server(get_store: Callable[[], Store | None], base_url: str) -> MCPSer
             raise ToolError("the knowledge base is still being indexed; try again in a few seconds")
         return current
 
-    @server.tool(description=SEARCH_DOC)
+    @server.tool(description=SEARCH_DOC, annotations=READ_ONLY)
     def search(
         query: Annotated[str, Field(description="words, identifiers or a question", min_length=1, max_length=2000)],
         arch: Annotated[str | None, Field(description="GPU family: sm90 (Hopper) or sm100 (Blackwell)", max_length=100)] = None,
@@ -143,7 +145,7 @@ def build_server(get_store: Callable[[], Store | None], base_url: str) -> MCPSer
         lines.append("\nRead one with get_page(id, sections=[anchor]); search again with budget_tokens for the text itself.")
         return "\n".join(lines)
 
-    @server.tool(description=GET_PAGE_DOC)
+    @server.tool(description=GET_PAGE_DOC, annotations=READ_ONLY)
     def get_page(
         id: Annotated[str, Field(description="page id, e.g. hw-tma (resolve() turns a name into one)", min_length=1, max_length=200)],
         sections: Annotated[list[str] | None, Field(description="anchors or headings of the sections to read; all when omitted", max_length=50)] = None,
@@ -159,7 +161,7 @@ def build_server(get_store: Callable[[], Store | None], base_url: str) -> MCPSer
             raise ToolError(f"no page has the id '{id}'.{hint}")
         return text
 
-    @server.tool(description=EVIDENCE_DOC)
+    @server.tool(description=EVIDENCE_DOC, annotations=READ_ONLY)
     def get_snippet_evidence(
         snippet_id: Annotated[str, Field(description="PAGE_ID:N, e.g. hw-tma:1", min_length=3, max_length=300)],
     ) -> str:
@@ -190,7 +192,7 @@ def build_server(get_store: Callable[[], Store | None], base_url: str) -> MCPSer
                 lines.append("  output: " + " ⏎ ".join(output.splitlines()[:6])[:600])
         return "\n".join(lines)
 
-    @server.tool(description=RESOLVE_DOC)
+    @server.tool(description=RESOLVE_DOC, annotations=READ_ONLY)
     def resolve(name: Annotated[str, Field(description="an alias, title or page id", min_length=1, max_length=500)]) -> str:
         s = store()
         page_id = s.resolve(name)

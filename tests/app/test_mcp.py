@@ -38,6 +38,7 @@ async def check_tools(client: Client) -> None:
     tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(tools) == TOOLS
     assert "budget_tokens" in tools["search"].input_schema["properties"]
+    assert all(t.annotations is not None and t.annotations.read_only_hint for t in tools.values())
     for name in ("get_page", "get_snippet_evidence"):
         description = tools[name].description or ""
         assert all(f"`{s}`" in description for s in ("pass", "fail", "xfail", "unverified", "skipped", "stale"))
