@@ -61,4 +61,6 @@ def require_runner_token(
     expected = settings.runner_token.get_secret_value() if settings.runner_token else None
     given = credentials.credentials if credentials is not None else ""
     if not expected or not given or not hmac.compare_digest(given.encode(), expected.encode()):
-        raise HTTPException(401, "a valid runner token is required (Authorization: Bearer TOKEN)", headers={"WWW-Authenticate": "Bearer"})
+        # Connection: close: the server drops the connection instead of draining an unread upload.
+        raise HTTPException(401, "a valid runner token is required (Authorization: Bearer TOKEN)",
+                            headers={"WWW-Authenticate": "Bearer", "Connection": "close"})

@@ -23,6 +23,8 @@ from app.schemas import ErrorPublic
 
 router = APIRouter(prefix="/api", tags=["evidence"])
 MAX_RECORDS_PER_POST = 5000
+CLOSE = {"Connection": "close"}
+"""On a refused upload: the server closes the connection instead of draining the rest of the body."""
 FUTURE_SLACK = timedelta(days=1)
 """A record may be stamped this far ahead of the service's clock (skew), no further: a far-future time would stay 'newest'."""
 
@@ -50,12 +52,12 @@ async def read_capped(request: Request, limit: int) -> bytes:
     """The request body, refused with 413 as soon as it is longer than `limit` bytes (never held beyond that)."""
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > limit):
-        raise HTTPException(413, f"the body may not exceed {limit} bytes (Content-Length: {declared[:20]})")
+        raise HTTPException(413, f"the body may not exceed {limit} bytes (Content-Length: {declared[:20]})", headers=CLOSE)
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > limit:
-            raise HTTPException(413, f"the body may not exceed {limit} bytes")
+            raise HTTPException(413, f"the body may not exceed {limit} bytes", headers=CLOSE)
     return bytes(body)
 
 

@@ -345,5 +345,6 @@ def test_an_unauthenticated_100_mb_post_is_refused_without_reading_it(served: Se
         except OSError:
             pass  # the server closed the connection instead of reading 100 MB
     assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
+    assert sent < 50 * 1024 * 1024, sent  # the server hung up instead of draining the upload
     assert rss_kib() - before < 20 * 1024, (before, rss_kib())
     assert served.health().status_code == 200
