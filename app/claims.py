@@ -122,8 +122,8 @@ def read_evidence(folder: Path) -> tuple[list[Any], list[str]]:
 
 
 def lint_claims(pages: Iterable[Any], snippets_by_page: dict[str, list[Any]], records: list[Any]) -> list[Any]:
-    """Warnings (app.pages.Diagnostic) at the front-matter line of every claim its page's evidence does not back."""
-    from app.pages import Diagnostic
+    """Warnings (Diagnostic) at the front-matter line of every claim its page's evidence does not back."""
+    from snippets.diagnostic import Diagnostic
 
     every = [s for snippets in snippets_by_page.values() for s in snippets]
     facts: dict[str, list[SnippetFacts]] = {}

@@ -37,8 +37,11 @@ from app.models import (
     StateRow,
     TagRow,
 )
-from app.pages import Diagnostic, Page, inside, links_leaving, parse_page
+from app.pages import links_leaving
 from app.db import chunks
+from snippets.architectures import family
+from snippets.diagnostic import Diagnostic
+from snippets.page import Page, inside, parse_page
 
 PAGE_TABLES = (AliasRow, TagRow, LanguageRow, ArchitectureRow, SectionRow, SnippetRow)
 PARALLEL_THRESHOLD = 256
@@ -57,11 +60,6 @@ class IndexReport:
     changed_snippets: list[str] = field(default_factory=list)  # snippet ids whose content hash is new
     diagnostics: list[Diagnostic] = field(default_factory=list)
     seconds: float = 0.0
-
-
-def family(arch: str) -> str:
-    """`sm90a` → `sm90`, `sm100f` → `sm100`: what an `arch=` filter matches on."""
-    return arch.rstrip("af") if arch[-1:] in ("a", "f") else arch
 
 
 class _Known(NamedTuple):

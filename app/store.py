@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 from app.db import create_schema, make_engine, search_backend
 from app.claims import claim_problems, facts_from_public
 from app.evidence_store import EvidenceStore, page_evidence_text
-from app.index import IndexReport, family, reindex
+from app.index import IndexReport, reindex
 from app.models import (
     AliasRow,
     ArchitectureRow,
@@ -46,6 +46,7 @@ from app.schemas import (
     SectionRef,
 )
 from app.search import PAGE_ROW, Hit
+from snippets.architectures import family
 from app.text import correct, excerpt, query_terms, typo_limit
 
 
@@ -64,7 +65,7 @@ class Filters:
 
 
 def _normalize_arch(value: str) -> str:
-    from app.pages import normalize_architecture
+    from snippets.architectures import normalize_architecture
 
     return family(normalize_architecture(value))
 

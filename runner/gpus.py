@@ -1,23 +1,23 @@
 """Which GPUs this machine has, and which of them may run a program built for a target.
 
-A program is run only on a GPU whose compute capability matches its target:
-`sm_90`/`sm_90a` on 9.0 (H100, H200), `sm_100`/`sm_100a` on 10.0 (B200), and a
-family target `sm_100f` on any 10.x. Discovery uses CuPy where it is installed
-and `nvidia-smi` otherwise; a machine without an NVIDIA driver is recognised
-without starting either.
+A program is run only on a GPU whose compute capability matches its target
+(`snippets.architectures.runs_on`: `sm_90a` on 9.0, `sm_100f` on any 10.x).
+Discovery uses CuPy where it is installed and `nvidia-smi` otherwise; a machine
+without an NVIDIA driver is recognised without starting either.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from snippets.architectures import runs_on
 
 NVIDIA_SMI_TIMEOUT_S = 30
 """Limit for the `nvidia-smi` query."""
@@ -49,28 +49,9 @@ class Gpu:
         return str(self.index)
 
 
-def compute_capability_of(target: str) -> tuple[int, int, bool] | None:
-    """`sm_90a` → (9, 0, False); `sm_100f` → (10, 0, True: family); None for an unknown shape."""
-    m = re.fullmatch(r"sm_(\d+)(\d)([af]?)", target)
-    if not m:
-        return None
-    return int(m.group(1)), int(m.group(2)), m.group(3) == "f"
-
-
 def matches(gpu: Gpu, target: str) -> bool:
-    """May a program built for `target` run on `gpu` as evidence for that target? ("any" matches every GPU)."""
-    if target == "any":
-        return True
-    want = compute_capability_of(target)
-    try:
-        major, minor = (int(x) for x in gpu.compute_capability.split("."))
-    except ValueError:
-        return False
-    if want is None:
-        return False
-    if want[2]:  # family-specific: same major, minor at least the target's
-        return major == want[0] and minor >= want[1]
-    return (major, minor) == (want[0], want[1])
+    """May a program built for `target` run on `gpu` as evidence for that target? (rule: snippets/architectures.py)"""
+    return runs_on(target, gpu.compute_capability)
 
 
 def missing_reason(target: str) -> str:

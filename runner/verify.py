@@ -29,9 +29,11 @@ from runner.outcome import StepOutcome, to_record
 from runner.sandbox import detect_isolation
 from runner.status import FAILING, worst
 from runner.toolchain import Toolchain, discover_toolchain
-from snippets.attributes import normalize_architecture, target_of
-from snippets.extract import ANY_TARGET, extract_snippets
-from snippets.snippet import Problem, Snippet
+from snippets.architectures import ANY_TARGET, normalize_architecture, target_of
+from snippets.diagnostic import Diagnostic
+from snippets.extract import extract_snippets
+from snippets.page import iter_page_files, load_page
+from snippets.snippet import Snippet
 
 RUNNER_VERSION = "kernelwiki-runner-2"
 """Part of every cache key: bump when the way results are judged changes."""
@@ -48,7 +50,7 @@ class VerifyReport:
     """Everything one verification produced."""
 
     records: list[EvidenceRecord] = field(default_factory=list)  # one per snippet × target × step
-    problems: list[Problem] = field(default_factory=list)  # page and snippet problems (errors and warnings)
+    problems: list[Diagnostic] = field(default_factory=list)  # page and snippet problems (errors and warnings)
     snippets: list[Snippet] = field(default_factory=list)  # every snippet seen, in page order
     summary: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # page -> target -> column -> count
     totals: dict[str, int] = field(default_factory=dict)  # column -> count over everything
@@ -112,31 +114,28 @@ def normalize_target(value: str) -> str:
     return ANY_TARGET if value.strip().lower() == ANY_TARGET else target_of(normalize_architecture(value))
 
 
-def load_snippets(pages_root: Path | str, pages: list[str] | None = None) -> tuple[list[Snippet], list[Problem]]:
+def load_snippets(pages_root: Path | str, pages: list[str] | None = None) -> tuple[list[Snippet], list[Diagnostic]]:
     """Read every page under `pages_root` (or only the ids in `pages`) and extract its snippets."""
-    from app.pages import iter_page_files, load_page  # stdlib + PyYAML only; see app/pages.py
-
     root = Path(pages_root)
     snippets: list[Snippet] = []
-    problems: list[Problem] = []
+    problems: list[Diagnostic] = []
     seen: dict[str, str] = {}
     wanted = set(pages) if pages else None
     for path in iter_page_files(root):
         page, diagnostics = load_page(path, root)
-        for d in diagnostics:
-            if wanted is None or (page is not None and page.id in wanted):
-                problems.append(Problem(d.path, d.line, d.severity, d.message))
+        if wanted is None or (page is not None and page.id in wanted):
+            problems.extend(diagnostics)
         if page is None or (wanted is not None and page.id not in wanted):
             continue
         if page.id in seen:
-            problems.append(Problem(page.path, 1, "error", f"duplicate page id '{page.id}' (also {seen[page.id]}): its snippets are not verified"))
+            problems.append(Diagnostic(page.path, 1, "error", f"duplicate page id '{page.id}' (also {seen[page.id]}): its snippets are not verified"))
             continue
         seen[page.id] = page.path
         found, found_problems = extract_snippets(page.id, page.path, page.body, page.body_line, list(page.architectures))
         snippets.extend(found)
         problems.extend(found_problems)
     for missing in sorted((wanted or set()) - set(seen)):
-        problems.append(Problem(str(root), 1, "error", f"no valid page with id '{missing}'"))
+        problems.append(Diagnostic(str(root), 1, "error", f"no valid page with id '{missing}'"))
     return snippets, problems
 
 

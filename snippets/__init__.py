@@ -1,21 +1,16 @@
-"""Snippet extraction: a wiki page's fenced code blocks as verifiable `Snippet`s.
+"""The lowest layer: wiki pages, their architectures, and their fenced code blocks as verifiable `Snippet`s.
 
-Needs only the standard library and markdown-it-py, so that the runner can use
-it on GPU nodes without the service's web stack.
+Needs only the standard library, PyYAML and markdown-it-py, so that the runner
+can use it on GPU nodes without the service's web stack. Nothing here imports
+`runner` or `app` (tests/test_layers.py checks it).
 """
 
-from snippets.attributes import (
-    KNOWN_ARCHITECTURES,
-    KNOWN_ATTRIBUTES,
-    LANGUAGES,
-    InfoStringError,
-    normalize_architecture,
-    parse_attributes,
-    target_of,
-)
+from snippets.architectures import ANY_TARGET, KNOWN_ARCHITECTURES, normalize_architecture, target_of
+from snippets.attributes import KNOWN_ATTRIBUTES, LANGUAGES, InfoStringError, parse_attributes
 from snippets.build import PRELUDE, TranslationUnit, build_translation_unit
-from snippets.extract import ANY_TARGET, content_hash, extract_snippets
-from snippets.snippet import ChainPart, Problem, Snippet
+from snippets.diagnostic import Diagnostic
+from snippets.extract import content_hash, extract_snippets
+from snippets.snippet import ChainPart, Snippet
 
 __all__ = [
     "ANY_TARGET",
@@ -24,8 +19,8 @@ __all__ = [
     "LANGUAGES",
     "PRELUDE",
     "ChainPart",
+    "Diagnostic",
     "InfoStringError",
-    "Problem",
     "Snippet",
     "TranslationUnit",
     "build_translation_unit",

@@ -14,15 +14,10 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from snippets.architectures import KNOWN_ARCHITECTURES, normalize_architecture, target_of
+
 LANGUAGES: dict[str, str] = {"cuda": "cuda", "cu": "cuda", "c++": "cpp", "cpp": "cpp", "ptx": "ptx", "python": "python"}
 """Info-string first word → snippet language. Any other first word is prose."""
-
-KNOWN_ARCHITECTURES: tuple[str, ...] = (
-    "sm70", "sm75", "sm80", "sm86", "sm87", "sm89", "sm90", "sm90a",
-    "sm100", "sm100a", "sm100f", "sm101", "sm101a", "sm103", "sm103a",
-    "sm110", "sm110a", "sm120", "sm120a", "sm121", "sm121a",
-)  # fmt: skip
-"""Normalized architectures a page or an `arch=` may name (the same list as app/pages.py)."""
 
 MODES: tuple[str, ...] = ("run", "compile", "compile_fail", "sketch")
 """Mutually exclusive verification modes."""
@@ -84,16 +79,6 @@ class Attributes:
                 continue
             out[key] = list(value) if isinstance(value, list) else value
         return out
-
-
-def normalize_architecture(value: str) -> str:
-    """`sm_90a`, `SM90A`, `sm90a` → `sm90a`."""
-    return re.sub(r"[\s_-]", "", str(value)).lower()
-
-
-def target_of(architecture: str) -> str:
-    """Normalized architecture → nvcc target: `sm90a` → `sm_90a`."""
-    return "sm_" + normalize_architecture(architecture)[2:]
 
 
 def language_of(info: str) -> tuple[str | None, str, str]:

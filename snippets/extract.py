@@ -3,7 +3,7 @@
 Blocks are found by the CommonMark parser, never by regular expressions, so a
 fence inside a longer fence, a list or a block quote is treated exactly as the
 page renders it. Invalid attributes make the block an `error` snippet plus a
-`Problem` naming the fence's line; nothing is silently dropped.
+`Diagnostic` naming the fence's line; nothing is silently dropped.
 """
 
 from __future__ import annotations
@@ -15,20 +15,11 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 
-from snippets.attributes import (
-    DEFAULT_RUN_TIMEOUT_S,
-    Attributes,
-    InfoStringError,
-    language_of,
-    normalize_architecture,
-    parse_attributes,
-    target_of,
-)
+from snippets.architectures import ANY_TARGET, normalize_architecture, target_of
+from snippets.attributes import DEFAULT_RUN_TIMEOUT_S, Attributes, InfoStringError, language_of, parse_attributes
 from snippets.build import BUILD_RECIPE, PRELUDE, defines_main
-from snippets.snippet import ChainPart, Problem, Snippet
-
-ANY_TARGET = "any"
-"""Target of a `cpp`/`python` block on a page that declares no architecture: built once, run on any GPU."""
+from snippets.diagnostic import Diagnostic
+from snippets.snippet import ChainPart, Snippet
 
 _HIDDEN = {"python": re.compile(r"^#!(?: (.*)|\s*)$")}
 _HIDDEN_C = re.compile(r"^//!(?: (.*)|\s*)$")
@@ -102,13 +93,13 @@ def _check_combinations(lang: str, mode: str, attrs: Attributes) -> tuple[list[s
 
 def extract_snippets(
     page_id: str, path: str, body: str, body_line: int, architectures: list[str]
-) -> tuple[list[Snippet], list[Problem]]:
+) -> tuple[list[Snippet], list[Diagnostic]]:
     """Every verifiable block of a page body, in page order, plus the problems found.
 
     `body_line` is the 1-based file line of the body's first line; `architectures`
     are the page's normalized values ("sm90a", "sm100a", …).
     """
-    problems: list[Problem] = []
+    problems: list[Diagnostic] = []
     snippets: list[Snippet] = []
     page_targets = [target_of(a) for a in architectures]
     tokens = _parser().parse(body)
@@ -133,11 +124,11 @@ def extract_snippets(
         if error is None:
             errors, warnings = _check_combinations(lang, mode, attrs)
             for message in warnings:
-                problems.append(Problem(path, line, "warning", f"{lang} block {page_id}:{index}: {message}"))
+                problems.append(Diagnostic(path, line, "warning", f"{lang} block {page_id}:{index}: {message}"))
             if errors:
                 error = errors[0]
                 for message in errors[1:]:
-                    problems.append(Problem(path, line, "error", f"{lang} block {page_id}:{index}: {message}"))
+                    problems.append(Diagnostic(path, line, "error", f"{lang} block {page_id}:{index}: {message}"))
         targets = [target_of(normalize_architecture(a)) for a in attrs.arch] if attrs.arch else list(page_targets)
         if error is None and not targets:
             if lang in ("cuda", "ptx") and mode != "sketch":
@@ -177,7 +168,7 @@ def extract_snippets(
             snippet.error = _resolve_chain(snippet, attrs, snippets)
         if snippet.error is not None:
             snippet.mode = "error"
-            problems.append(Problem(path, line, "error", f"{lang} block {snippet.id}: {snippet.error}"))
+            problems.append(Diagnostic(path, line, "error", f"{lang} block {snippet.id}: {snippet.error}"))
         snippet.content_hash = content_hash(snippet)
         snippets.append(snippet)
     return snippets, problems

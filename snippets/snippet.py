@@ -1,25 +1,9 @@
-"""The data a page's code block becomes: `Snippet`, the blocks chained onto it, and `Problem`."""
+"""The data a page's code block becomes: `Snippet` and the blocks chained onto it."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, NamedTuple
-
-
-class Problem(NamedTuple):
-    """A problem found while extracting snippets, printed as `path:line: severity: message`."""
-
-    path: str  # page file, relative to the wiki root
-    line: int  # 1-based file line (the block's opening fence)
-    severity: str  # "error" or "warning"
-    message: str  # what is wrong
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.severity}: {self.message}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form."""
-        return self._asdict()
+from typing import Any
 
 
 @dataclass

@@ -1,7 +1,8 @@
-"""Jinja2 filters for evidence records: readable values, resource tables, times."""
+"""Jinja2 filters and tests: readable evidence values, resource tables, times, and safe author URLs."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -10,6 +11,9 @@ from urllib.parse import urlsplit
 from jinja2 import Environment
 
 from app.web.badges import STATUS_LABEL, describe, rank
+
+SAFE_URL = re.compile(r"^https?://[^\s\"'<>]+$", re.IGNORECASE)
+"""A plain http(s) URL: the only kind of author-given link a page shows."""
 
 RESOURCE_COLUMNS = [("name", "function"), ("registers", "registers"), ("smem_bytes", "smem B"),
                     ("stack_frame_bytes", "stack B"), ("spill_store_bytes", "spill st B"),
@@ -52,9 +56,13 @@ def host(value: Any) -> str:
     return urlsplit(str(value)).netloc or str(value)
 
 
-def install_filters(env: Environment) -> None:
-    from app.web.views import safe_url
+def safe_url(value: Any) -> str | None:
+    """An author-given URL when it is plain http(s), else None (never a `javascript:` link)."""
+    return value if isinstance(value, str) and SAFE_URL.match(value.strip()) else None
 
+
+def install_filters(env: Environment) -> None:
+    """Register the filters, tests and globals the templates use."""
     env.filters["host"] = host
     env.filters["by_status"] = lambda counts: sorted(counts.items(), key=lambda kv: rank(kv[0]))
     env.tests["match_http"] = lambda value: safe_url(value) is not None

@@ -24,7 +24,7 @@ from pygments.util import ClassNotFound
 
 from app.markdown import render
 from app.schemas import SnippetPublic
-from app.web.state import LRU
+from app.web.cache import LRU
 
 MAX_HIGHLIGHT_CHARS = 200_000  # longer blocks are shown plain
 LEXER_NAMES = {"cu": "cuda", "c++": "cpp", "py": "python", "sh": "bash", "shell": "bash"}

@@ -7,40 +7,18 @@ Everything lives on one `WebState` object that `install_web` puts on
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Generic, Hashable, TypeVar
+from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 
+from app.web.cache import LRU
+from app.web.filters import install_filters
+
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 STATIC = Path(__file__).resolve().parent.parent / "static"
-
-V = TypeVar("V")
-
-
-class LRU(Generic[V]):
-    """A small thread-safe least-recently-used cache."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._items: OrderedDict[Hashable, V] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get_or_make(self, key: Hashable, make: Callable[[], V]) -> V:
-        """The cached value for `key`, building it (outside the lock) when missing."""
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        value = make()
-        with self._lock:
-            self._items[key] = value
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-        return value
 
 
 def make_environment() -> Environment:
@@ -52,8 +30,6 @@ def make_environment() -> Environment:
         lstrip_blocks=True,
         auto_reload=False,
     )
-    from app.web.filters import install_filters
-
     install_filters(env)
     return env
 

@@ -18,19 +18,14 @@ from app.schemas import PageList, PagePublic, PageSummary, SearchPublic, SearchR
 from app.store import Filters, Store
 from app.web import queries
 from app.web.badges import STATUS_ORDER, SnippetEvidence, TargetEvidence, rank, snippet_evidence, target_evidence
+from app.web.filters import safe_url
 from app.web.render import Segment, render_body, toc_items
 from app.web.state import WebState
 
-SAFE_URL = re.compile(r"^https?://[^\s\"'<>]+$", re.IGNORECASE)
 HOME_PAGE_SIZE = 100  # page cards per home page window
 DASHBOARD_PAGE_SIZE = 100  # snippet × target rows per evidence dashboard window
 KNOWN_META = {"id", "title", "type", "architectures", "languages", "tags", "aliases", "confidence",
               "evidence_level", "evidence_basis", "related", "sources"}  # fmt: skip
-
-
-def safe_url(value: Any) -> str | None:
-    """An author-given URL when it is plain http(s), else None (never a `javascript:` link)."""
-    return value if isinstance(value, str) and SAFE_URL.match(value.strip()) else None
 
 
 def vendor_of(page: PageSummary) -> str:

@@ -13,7 +13,8 @@ from typing import Any
 
 from app.store import Filters
 from app.web.render import highlight_code
-from app.web.state import LRU, WebState
+from app.web.cache import LRU
+from app.web.state import WebState
 
 log = logging.getLogger("kernelwiki")
 PRERENDER_PAGES = 200

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.pages import load_wiki, parse_page
+from app.pages import load_wiki
+from snippets.page import parse_page
 
 GOOD = b"""---
 id: hw-tma
