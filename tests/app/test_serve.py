@@ -125,6 +125,8 @@ def test_it_listens_at_once_and_health_reports_indexing_progress(site: Path) -> 
         body = first.json()
         assert body["status"] == "indexing", body  # answered while the first index is still being built
         assert body["indexing"]["files"] == 1504 and body["indexing"]["phase"] and body["indexing"]["elapsed_s"] >= 0
+        early = httpx.post(server.url + "/api/evidence", json=[], headers=AUTH)  # snippets are not known yet: come back later
+        assert early.status_code == 503 and early.headers["retry-after"] == "5"
         done = server.wait_ok()
         assert done["pages"] == 1504 and "indexing" not in done
         assert "serving http://127.0.0.1" in server.out.read_text()
