@@ -114,6 +114,8 @@ class EvidenceIn(BaseModel):
     gpu_name: Short | None = None
     compute_capability: Annotated[str, Field(max_length=16)] | None = None
     driver_version: Annotated[str, Field(max_length=64)] | None = None
+    job_id: Annotated[int, Field(ge=0)] | None = Field(default=None, description="the queue job that produced it (app/worker.py)")
+    worker: Short | None = Field(default=None, description="the GPU worker that produced it")
 
     @field_validator("duration_s")
     @classmethod
