@@ -149,8 +149,10 @@ def mcp(
 ) -> None:
     """Index the wiki, then serve the MCP tools (search, get_page, get_snippet_evidence, resolve) on stdio."""
     from app.agents.mcp_server import run_stdio
+    from app.main import prepare_store
 
-    run_stdio(settings_for(wiki, db, evidence=evidence))
+    settings = settings_for(wiki, db, evidence=evidence)
+    run_stdio(settings, lambda: prepare_store(settings))
 
 
 @cli.command()

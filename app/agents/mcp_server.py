@@ -212,13 +212,11 @@ def build_server(get_store: Callable[[], Store | None], base_url: str) -> MCPSer
     return server
 
 
-def run_stdio(settings: Settings) -> None:
-    """Index the wiki, then serve the tools on stdin/stdout until the client closes them."""
-    from app.main import prepare_store
-
+def run_stdio(settings: Settings, prepare: Callable[[], Store]) -> None:
+    """Open the index with `prepare()` (index the wiki, load evidence), then serve the tools on stdin/stdout."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     with contextlib.redirect_stdout(sys.stderr):  # stdout carries the protocol: nothing else may reach it
-        store = prepare_store(settings)
+        store = prepare()
     build_server(lambda: store, settings.server_url).run("stdio")
 
 
