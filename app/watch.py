@@ -111,7 +111,7 @@ class IndexKeeper:
         self.thread.start()
         return self
 
-    def stop(self, timeout: float = 2.0) -> None:
+    def stop(self, timeout: float = 1.0) -> None:
         self.stop_event.set()
         if self.thread.is_alive():
             self.thread.join(timeout)
