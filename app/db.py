@@ -3,27 +3,40 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlmodel import create_engine
 
 from app import models  # noqa: F401  (registers the tables)
-from app.search import SearchBackend, SqliteSearch
+
+T = TypeVar("T")
 
 
 def is_sqlite(url: str) -> bool:
     return url.startswith("sqlite")
 
 
-def make_engine(url: str) -> Engine:
+POOL_SIZE, MAX_OVERFLOW, POOL_TIMEOUT_S = 8, 40, 30.0
+"""Connections kept open, extra ones allowed under load, and the wait for one. One request holds one
+connection, so size + overflow ≥ the threads that serve requests (anyio's default: 40) means no request waits."""
+
+
+def make_engine(url: str, pool_size: int | None = None, max_overflow: int | None = None, pool_timeout: float | None = None) -> Engine:
     """An engine for `url`; SQLite gets WAL mode so readers never wait for a reindex."""
+    pool = {
+        "pool_size": POOL_SIZE if pool_size is None else pool_size,
+        "max_overflow": MAX_OVERFLOW if max_overflow is None else max_overflow,
+        "pool_timeout": POOL_TIMEOUT_S if pool_timeout is None else pool_timeout,
+    }
     if is_sqlite(url):
         path = url.split("///", 1)[1] if "///" in url else ""
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        else:
+            pool = {}  # an in-memory database lives in one connection per thread (SingletonThreadPool)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **pool)
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -34,7 +47,7 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         return engine
-    engine = create_engine(url, pool_pre_ping=True)
+    engine = create_engine(url, pool_pre_ping=True, **pool)
     event.listen(engine, "before_cursor_execute", _without_nul, retval=True)
     return engine
 
@@ -54,17 +67,13 @@ def _scrub(value: Any) -> Any:
     return value
 
 
-def search_backend(url: str) -> SearchBackend:
-    """The search backend matching the database URL."""
-    if is_sqlite(url):
-        return SqliteSearch()
-    from app.search_pg import PostgresSearch  # only where PostgreSQL is configured
-
-    return PostgresSearch()
+def chunks(items: list[T], size: int) -> list[list[T]]:
+    """`items` in batches of `size`: SQL statements take a bounded number of parameters."""
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def create_schema(engine: Engine, backend: SearchBackend) -> None:
-    """Migrate to the newest schema (idempotent); the migrations also create `backend`'s search tables."""
+def create_schema(engine: Engine) -> None:
+    """Migrate to the newest schema (idempotent). Full-text search lives in memory (app.search), not in SQL."""
     from app.migrations import upgrade  # Alembic, imported only where a schema is made
 
     upgrade(engine)

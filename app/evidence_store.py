@@ -186,15 +186,24 @@ class EvidenceStore:
     def snippets_with_evidence(
         self, conn: Connection, page_id: str | None = None, lang: str | None = None,
         target: str | None = None, status: str | None = None, limit: int | None = None, offset: int = 0,
+        ids: list[str] | None = None,
     ) -> list[SnippetPublic]:  # fmt: skip
-        """Snippets with the latest record per target and step; filters apply to the overall status."""
+        """Snippets with the latest record per target and step; filters apply to the overall status.
+
+        `ids` (one window from `app.evidence_status.snippet_window`) reads only those snippets' evidence;
+        without `ids` or `page_id` every snippet and evidence row is read (the CLI's and tests' use, never a request's).
+        """
         stmt = SnippetRow.__table__.select().order_by(SnippetRow.page_id, SnippetRow.position)
+        if ids is not None:
+            stmt = stmt.where(SnippetRow.id.in_(ids))
         if page_id:
             stmt = stmt.where(SnippetRow.page_id == page_id)
         if lang:
             stmt = stmt.where(SnippetRow.lang == lang)
         snippets = list(conn.execute(stmt))
         ev_stmt = EvidenceRow.__table__.select().order_by(EvidenceRow.timestamp)
+        if ids is not None:
+            ev_stmt = ev_stmt.where(EvidenceRow.snippet_id.in_(ids))
         if page_id:
             ev_stmt = ev_stmt.where(EvidenceRow.page_id == page_id)
         latest: dict[tuple[str, str, str], Any] = {}
@@ -232,9 +241,9 @@ class EvidenceStore:
             out = out[offset : offset + limit]
         return out
 
-    def history(self, snippet_id: str) -> list[EvidencePublic] | None:
+    def history(self, snippet_id: str, conn: Connection | None = None) -> list[EvidencePublic] | None:
         """Every record of a snippet, newest first; None when the snippet is unknown."""
-        with self.engine.connect() as conn:
+        with _connection(self.engine, conn) as conn:
             snip = conn.execute(select(SnippetRow.content_hash).where(SnippetRow.id == snippet_id)).scalar()
             if snip is None:
                 return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger
+from sqlalchemy import BigInteger, Index
 from sqlmodel import Field, SQLModel
 
 
@@ -10,6 +10,7 @@ class PageRow(SQLModel, table=True):
     """One indexed page; list fields live in their own tables, the raw front matter in `meta`."""
 
     __tablename__ = "page"
+    __table_args__ = (Index("ix_page_listing", "type", "title", "id"),)  # listings page in this order (0006)
     id: str = Field(primary_key=True)
     title: str
     title_lower: str = Field(index=True)  # for case-insensitive resolution by title
@@ -73,6 +74,7 @@ class ArchitectureRow(SQLModel, table=True):
     """A declared architecture and its family (`sm90a` → `sm90`), for `arch=` filters."""
 
     __tablename__ = "architecture"
+    __table_args__ = (Index("ix_architecture_family_page", "family", "page_id"),)  # the arch facet (0006)
     id: int | None = Field(default=None, primary_key=True)
     page_id: str = Field(index=True)
     arch: str

@@ -145,6 +145,16 @@ class SnippetPublic(BaseModel):
     )
 
 
+class SnippetList(BaseModel):
+    """One window of `GET /api/snippets`, paged in SQL; `total` is exact."""
+
+    total: int
+    limit: int
+    offset: int
+    next: str | None = Field(default=None, description="query string of the next window, or null")
+    snippets: list[SnippetPublic]
+
+
 class PagePublic(BaseModel):
     id: str
     title: str

@@ -9,23 +9,23 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from collections import Counter, defaultdict
+from collections import OrderedDict, defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterator, TypeVar
 from urllib.parse import urlencode
 
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import Connection, Engine
 
-from app.db import create_schema, make_engine, search_backend
+from app.db import chunks, create_schema, make_engine
+from app.evidence_status import StatusIndex, build_status_index, data_version
 from app.claims import claim_problems, facts_from_public
 from app.evidence_store import EvidenceStore, page_evidence_text
 from app.index import IndexReport, reindex
 from app.models import (
     AliasRow,
-    ArchitectureRow,
     DiagnosticRow,
     FileRow,
     LinkRow,
@@ -33,7 +33,6 @@ from app.models import (
     SectionRow,
     SnippetRow,
     StateRow,
-    TagRow,
 )
 from app.schemas import (
     LinkPublic,
@@ -41,13 +40,10 @@ from app.schemas import (
     PagePublic,
     PageSummary,
     SearchPublic,
-    SearchResult,
     SectionPublic,
-    SectionRef,
 )
-from app.search import PAGE_ROW, Hit
+from app.search import SearchEngine
 from snippets.architectures import family
-from app.text import correct, excerpt, query_terms, typo_limit
 
 
 @dataclass(frozen=True)
@@ -64,6 +60,26 @@ class Filters:
         return {k: v for k, v in self.__dict__.items() if v}
 
 
+@dataclass(frozen=True)
+class FilterProblem:
+    """A filter value that matches no page, with the values that exist (an API answers 422 with it)."""
+
+    parameter: str
+    value: str
+    allowed: list[str]
+
+    @property
+    def message(self) -> str:
+        shown = ", ".join(self.allowed[:50]) + (", …" if len(self.allowed) > 50 else "")
+        return f"{self.parameter}: there is no value '{self.value}'; allowed: {shown or '(none in this wiki)'}"
+
+
+GRAPH_LIMIT = 150
+LISTING_CACHE_SIZE = 256
+T = TypeVar("T")
+"""Nodes a graph answer holds by default: the most-linked pages, or a page's neighbourhood."""
+
+
 def _normalize_arch(value: str) -> str:
     from snippets.architectures import normalize_architecture
 
@@ -73,69 +89,39 @@ def _normalize_arch(value: str) -> str:
 class Store:
     """SQL index access for one database URL."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, pool_size: int | None = None, max_overflow: int | None = None, pool_timeout: float | None = None, search_engine: SearchEngine | None = None) -> None:
         self.url = url
-        self.engine: Engine = make_engine(url)
-        self.backend = search_backend(url)
+        self.engine: Engine = make_engine(url, pool_size=pool_size, max_overflow=max_overflow, pool_timeout=pool_timeout)
         self.evidence = EvidenceStore(self.engine)
-        self._cache_lock = threading.Lock()
-        self._cache_key: tuple[Any, ...] | None = None
-        self._facts: dict[str, tuple[str, list[str], list[str]]] = {}
-        self._vocab: dict[int, list[str]] | None = None
+        self._status_lock = threading.Lock()
+        self._listing_lock = threading.Lock()
+        self._listing_cache: OrderedDict[Any, Any] = OrderedDict()  # facets and graph answers per generation
+        self._status_index: StatusIndex | None = None
+        self.search_engine = search_engine or SearchEngine()
+
+    @contextmanager
+    def connection(self, conn: Connection | None = None) -> Iterator[Connection]:
+        """`conn` itself when given (a request's connection), else a connection of its own (CLI, tests).
+
+        Request paths always pass their one connection down, so no request ever holds two.
+        """
+        if conn is not None:
+            yield conn
+            return
+        with self.engine.connect() as own:
+            yield own
 
     # -- writing -------------------------------------------------------------
 
     def create_schema(self) -> None:
-        create_schema(self.engine, self.backend)
+        create_schema(self.engine)
 
     def reindex(self, root: Path, force: bool = False) -> IndexReport:
-        return reindex(self.engine, self.backend, root, force=force)
-
-    # -- cached facts for facets and typo correction ---------------------------
-
-    def _generation(self, conn: Any) -> tuple[Any, ...]:
-        return (conn.execute(select(StateRow.value).where(StateRow.key == "generation")).scalar(),)
-
-    def _ensure_cache(self, conn: Any) -> None:
-        key = self._generation(conn)
-        if key == self._cache_key:
-            return
-        with self._cache_lock:
-            if key == self._cache_key:
-                return
-            facts: dict[str, tuple[str, list[str], list[str]]] = {}
-            for pid, ptype in conn.execute(select(PageRow.id, PageRow.type)):
-                facts[pid] = (ptype, [], [])
-            for pid, fam in conn.execute(select(ArchitectureRow.page_id, ArchitectureRow.family)):
-                if pid in facts and fam not in facts[pid][1]:
-                    facts[pid][1].append(fam)
-            for pid, tag in conn.execute(select(TagRow.page_id, TagRow.tag)):
-                if pid in facts:
-                    facts[pid][2].append(tag)
-            self._facts = facts
-            self._vocab = None
-            self._cache_key = key
-
-    def _vocabulary(self, conn: Any) -> dict[int, list[str]]:
-        if self._vocab is None:
-            by_len: dict[int, list[str]] = defaultdict(list)
-            for word in self.backend.vocabulary(conn):
-                if word.isalpha():
-                    by_len[len(word)].append(word)
-            self._vocab = dict(by_len)
-        return self._vocab
-
-    def _correct(self, conn: Any, term: str) -> str | None:
-        """A typo's correction: from the backend's nearest words when it offers them, else the whole vocabulary."""
-        if not typo_limit(term):
-            return None
-        candidates = getattr(self.backend, "candidates", None)
-        if candidates is None:
-            return correct(term, self._vocabulary(conn))
-        by_len: dict[int, list[str]] = defaultdict(list)
-        for word in candidates(conn, term):
-            by_len[len(word)].append(word)
-        return correct(term, by_len)
+        """Reindex the wiki into SQL, then bring this process's full-text index in line (changed pages only)."""
+        report = reindex(self.engine, root, force=force)
+        with self.engine.connect() as conn:
+            self.search_engine.sync(conn)
+        return report
 
     # -- filters ---------------------------------------------------------------
 
@@ -162,31 +148,33 @@ class Store:
             params["f_lang"] = filters.language
         return "".join(" AND " + p for p in parts), params
 
-    def _facets(self, page_ids: Iterable[str]) -> dict[str, dict[str, int]]:
-        types: Counter[str] = Counter()
-        archs: Counter[str] = Counter()
-        tags: Counter[str] = Counter()
-        for pid in page_ids:
-            fact = self._facts.get(pid)
-            if fact is None:
-                continue
-            types[fact[0]] += 1
-            archs.update(fact[1])
-            tags.update(fact[2])
-        return {
-            "type": dict(types.most_common()),
-            "arch": dict(archs.most_common()),
-            "tag": dict(tags.most_common(30)),
-        }
+    def filter_problems(self, filters: Filters, conn: Connection | None = None) -> list[FilterProblem]:
+        """Filter values no page can have (type, arch, confidence), each with the values allowed."""
+        from snippets.architectures import KNOWN_ARCHITECTURES, normalize_architecture
+        from snippets.page import KNOWN_TYPES
+
+        if not (filters.type or filters.arch or filters.confidence):
+            return []
+        with self.connection(conn) as conn:
+            self.search_engine.sync(conn)
+        values = self.search_engine.values
+        problems = []
+        if filters.type and filters.type not in KNOWN_TYPES | set(values["type"]):
+            problems.append(FilterProblem("type", filters.type, sorted(KNOWN_TYPES | set(values["type"]))))
+        if filters.arch and normalize_architecture(filters.arch) not in KNOWN_ARCHITECTURES:
+            problems.append(FilterProblem("arch", filters.arch, list(KNOWN_ARCHITECTURES)))
+        if filters.confidence and filters.confidence not in values["confidence"]:
+            problems.append(FilterProblem("confidence", filters.confidence, values["confidence"]))
+        return problems
 
     # -- search ----------------------------------------------------------------
 
-    def resolve(self, name: str) -> str | None:
+    def resolve(self, name: str, conn: Connection | None = None) -> str | None:
         """Alias, title or id (case-insensitive) → page id."""
         needle = name.strip().lower()
         if not needle:
             return None
-        with self.engine.connect() as conn:
+        with self.connection(conn) as conn:
             for stmt in (
                 select(PageRow.id).where(PageRow.id == needle),  # ids are lowercase by rule
                 select(AliasRow.page_id).where(AliasRow.alias_lower == needle).order_by(AliasRow.page_id),
@@ -197,107 +185,84 @@ class Store:
                     return found
         return None
 
-    def search(self, query: str, filters: Filters, limit: int = 20, offset: int = 0, max_chars: int = 2000) -> SearchPublic:
-        """Ranked, filtered, faceted section-level search; any input gives results or none."""
-        started = time.perf_counter()
-        query = query[:max_chars]
-        terms = query_terms(query)
-        did_you_mean: str | None = None
-        hits = []
-        filter_sql, params = self._filter_sql(filters)
-        with self.engine.connect() as conn:
-            self._ensure_cache(conn)
-            if terms:
-                hits = self.backend.match(conn, terms, False, filter_sql, params)
-                if not hits:
-                    fixed = [self._correct(conn, t) or t for t in terms]
-                    if fixed != terms:
-                        hits = self.backend.match(conn, fixed, False, filter_sql, params)
-                        if hits:
-                            did_you_mean = " ".join(fixed)
-                            terms = fixed
-                if not hits and len(terms) > 1:
-                    hits = self.backend.match(conn, terms, True, filter_sql, params)
-            exact = self.resolve(query) if query.strip() else None
-            hits.sort(key=lambda h: -h.score)
-            if exact is not None:
-                pos = next((i for i, h in enumerate(hits) if h.page_id == exact), None)
-                if pos is not None:
-                    hits.insert(0, hits.pop(pos))
-                elif self._passes(conn, exact, filters):
-                    hits.insert(0, Hit(exact, PAGE_ROW, (hits[0].score if hits else 0.0) + 1.0, []))
-            total = len(hits)
-            window = hits[offset : offset + limit]
-            results = self._results(conn, window, terms)
-            facets = self._facets(h.page_id for h in hits)
-        next_q = None
-        if offset + limit < total:
-            next_q = urlencode({"q": query, **filters.as_params(), "limit": limit, "offset": offset + limit})
-        return SearchPublic(
-            query=query, total=total, limit=limit, offset=offset, next=next_q, results=results,
-            facets=facets, did_you_mean=did_you_mean, took_ms=round((time.perf_counter() - started) * 1000, 3),
-        )  # fmt: skip
+    def search(self, query: str, filters: Filters, limit: int = 20, offset: int = 0, max_chars: int = 2000, conn: Connection | None = None) -> SearchPublic:
+        """Ranked, filtered, faceted search (app.search); any input gives results or none.
 
-    def _passes(self, conn: Any, page_id: str, filters: Filters) -> bool:
-        """Whether a page (an exact name match) passes the filters."""
-        filter_sql, params = self._filter_sql(filters, column="id")
-        return conn.execute(text(f"SELECT 1 FROM page WHERE id = :pid {filter_sql}"), {"pid": page_id, **params}).first() is not None
+        `conn` serves one small query: the index generation, so this process's
+        full-text index follows reindexes made by other processes too.
+        """
+        with self.connection(conn) as conn:
+            self.search_engine.sync(conn)
+        terms = {k: v.lower() if k in ("tag", "language") else v for k, v in filters.as_params().items()}
+        if filters.arch:
+            terms["arch"] = _normalize_arch(filters.arch)
+        return self.search_engine.search(query[:max_chars], terms, filters.as_params(), limit=limit, offset=offset)
 
-    def _results(self, conn: Any, hits: list[Any], terms: list[str]) -> list[SearchResult]:
-        if not hits:
-            return []
-        ids = [h.page_id for h in hits]
-        pages = {r.id: r for r in conn.execute(select(PageRow.id, PageRow.title, PageRow.type, PageRow.path, PageRow.meta).where(PageRow.id.in_(ids)))}
-        sections = {
-            r.id: r for r in conn.execute(
-                select(SectionRow.id, SectionRow.heading, SectionRow.anchor, SectionRow.text, SectionRow.level)
-                .where(SectionRow.id.in_([h.section_id for h in hits]))
-            )
-        }  # fmt: skip
-        # A page matched by title, alias or tag alone: excerpt its first section.
-        first: dict[str, Any] = {}
-        title_only = [h.page_id for h in hits if h.section_id == PAGE_ROW]
-        if title_only:
-            for r in conn.execute(
-                select(SectionRow.page_id, SectionRow.text, SectionRow.position)
-                .where(SectionRow.page_id.in_(title_only)).order_by(SectionRow.page_id, SectionRow.position)
-            ):  # fmt: skip
-                first.setdefault(r.page_id, r)
-        out = []
-        for hit in hits:
-            page = pages.get(hit.page_id)
-            if page is None:
-                continue
-            meta = json.loads(page.meta)
-            sec = sections.get(hit.section_id) or first.get(hit.page_id)
-            ref = SectionRef(heading=sec.heading, anchor=sec.anchor) if hit.section_id != PAGE_ROW and sec is not None and sec.anchor else None
-            out.append(SearchResult(
-                id=page.id, title=page.title, type=page.type, path=page.path,
-                architectures=meta.get("architectures", []), score=round(hit.score, 4), section=ref,
-                snippet=excerpt(sec.text if sec is not None else "", terms),
-            ))  # fmt: skip
-        return out
+    # -- snippet statuses ------------------------------------------------------
+
+    def status_index(self, conn: Connection) -> StatusIndex:
+        """Every snippet's status, rebuilt only when the index or the evidence changed (see app/evidence_status.py)."""
+        version = data_version(conn)
+        current = self._status_index
+        if current is not None and current.version == version:
+            return current
+        with self._status_lock:
+            current = self._status_index
+            if current is None or current.version != version:
+                current = self._status_index = build_status_index(conn, self.evidence, version)
+        return current
 
     # -- pages -----------------------------------------------------------------
 
-    def list_pages(self, filters: Filters, limit: int = 50, offset: int = 0) -> PageList:
+    def list_pages(self, filters: Filters, limit: int = 50, offset: int = 0, conn: Connection | None = None, facets: bool = True) -> PageList:
+        """One window of the filtered pages, ordered by type and title: paged, counted and faceted in SQL."""
         filter_sql, params = self._filter_sql(filters, column="id")
         where = "WHERE 1=1" + filter_sql
-        with self.engine.connect() as conn:
-            self._ensure_cache(conn)
-            ids = [r[0] for r in conn.execute(text(f"SELECT id FROM page {where} ORDER BY type, title, id"), params)]
-            window = ids[offset : offset + limit]
-            rows = {r.id: r for r in conn.execute(select(PageRow.id, PageRow.title, PageRow.type, PageRow.path, PageRow.meta, PageRow.confidence).where(PageRow.id.in_(window)))}
+        with self.connection(conn) as conn:
+            total = conn.execute(text(f"SELECT count(*) FROM page {where}"), params).scalar() or 0
+            # The window's ids first, walking ix_page_listing in order (on SQLite `+id` keeps the planner from
+            # probing the primary key once per filtered page and sorting them all), then only the window's rows.
+            walk = "WHERE 1=1" + self._filter_sql(filters, column="+id" if conn.dialect.name == "sqlite" else "id")[0]
+            ids = [r[0] for r in conn.execute(text(f"SELECT id FROM page {walk} ORDER BY type, title, id LIMIT :lim OFFSET :off"), {**params, "lim": limit, "off": offset})]
+            by_id = {r.id: r for r in conn.execute(select(PageRow.id, PageRow.title, PageRow.type, PageRow.path, PageRow.meta, PageRow.confidence).where(PageRow.id.in_(ids)))} if ids else {}
+            rows = [by_id[i] for i in ids if i in by_id]
+            counts = self.page_facets(conn, filters) if facets else {}
         pages = []
-        for pid in window:
-            r = rows[pid]
+        for r in rows:
             meta = json.loads(r.meta)
             pages.append(PageSummary(id=r.id, title=r.title, type=r.type, path=r.path, architectures=meta.get("architectures", []), tags=meta.get("tags", []), confidence=r.confidence))
-        next_q = urlencode({**filters.as_params(), "limit": limit, "offset": offset + limit}) if offset + limit < len(ids) else None
-        return PageList(total=len(ids), limit=limit, offset=offset, next=next_q, pages=pages, facets=self._facets(ids))
+        next_q = urlencode({**filters.as_params(), "limit": limit, "offset": offset + limit}) if offset + limit < total else None
+        return PageList(total=total, limit=limit, offset=offset, next=next_q, pages=pages, facets=counts)
 
-    def page_by_path(self, path: str) -> str | None:
-        with self.engine.connect() as conn:
+    def page_facets(self, conn: Connection, filters: Filters) -> dict[str, dict[str, int]]:
+        """Type, architecture family and top-30 tag counts of the filtered pages (GROUP BY in SQL),
+        kept per index generation: they change only when the wiki does."""
+        return self._per_generation(conn, ("facets", filters), lambda: self._page_facets(conn, filters))
+
+    def _page_facets(self, conn: Connection, filters: Filters) -> dict[str, dict[str, int]]:
+        filter_sql, params = self._filter_sql(filters, column="id")
+        within = f" WHERE page_id IN (SELECT id FROM page WHERE 1=1{filter_sql})" if filter_sql else ""
+        types = conn.execute(text(f"SELECT type, count(*) AS n FROM page WHERE 1=1{filter_sql} GROUP BY type ORDER BY n DESC, type"), params)
+        archs = conn.execute(text(f"SELECT family, count(DISTINCT page_id) AS n FROM architecture{within} GROUP BY family ORDER BY n DESC, family"), params)
+        tags = conn.execute(text(f"SELECT tag, count(*) AS n FROM tag{within} GROUP BY tag ORDER BY n DESC, tag LIMIT 30"), params)
+        return {"type": dict(types.all()), "arch": dict(archs.all()), "tag": dict(tags.all())}
+
+    def _per_generation(self, conn: Connection, key: Any, make: Callable[[], T]) -> T:
+        """`make()` once per index generation and key (a small LRU; the answers are small)."""
+        full = (conn.execute(select(StateRow.value).where(StateRow.key == "generation")).scalar(), key)
+        with self._listing_lock:
+            if full in self._listing_cache:
+                self._listing_cache.move_to_end(full)
+                return self._listing_cache[full]
+        value = make()
+        with self._listing_lock:
+            self._listing_cache[full] = value
+            while len(self._listing_cache) > LISTING_CACHE_SIZE:
+                self._listing_cache.popitem(last=False)
+        return value
+
+    def page_by_path(self, path: str, conn: Connection | None = None) -> str | None:
+        with self.connection(conn) as conn:
             return conn.execute(select(PageRow.id).where(PageRow.path == path)).scalar()
 
     def page_sources(self, page_ids: list[str], conn: Connection | None = None) -> dict[str, tuple[str, int]]:
@@ -311,9 +276,9 @@ class Store:
             found.update({r.id: (r.body, r.body_line) for r in conn.execute(stmt)})
         return found
 
-    def get_page(self, page_id: str) -> PagePublic | None:
+    def get_page(self, page_id: str, conn: Connection | None = None) -> PagePublic | None:
         """Everything about a page: front matter, HTML, sections, links, backlinks, snippets with evidence."""
-        with self.engine.connect() as conn:
+        with self.connection(conn) as conn:
             page = conn.execute(PageRow.__table__.select().where(PageRow.id == page_id)).first()
             if page is None:
                 return None
@@ -359,20 +324,63 @@ class Store:
             claim_problems=[f"{key}: {why}" for key, why in claim_problems(meta.get("confidence"), meta.get("evidence_level"), facts_from_public(snippets))],
         )  # fmt: skip
 
-    def graph(self) -> dict[str, Any]:
-        with self.engine.connect() as conn:
-            nodes = [
-                {"id": r.id, "title": r.title, "type": r.type}
-                for r in conn.execute(select(PageRow.id, PageRow.title, PageRow.type).order_by(PageRow.id))
-            ]
+    def graph(self, page: str | None = None, depth: int = 1, limit: int = GRAPH_LIMIT, conn: Connection | None = None) -> dict[str, Any]:
+        """A bounded piece of the link graph, never the whole of a large wiki.
+
+        With `page`: that page and the pages within `depth` links of it (either direction); without:
+        the `limit` pages with the most links. Edges are the resolved links among the chosen nodes.
+        `total_nodes`/`total_edges` count the whole graph. Answers are kept per index generation.
+        """
+        with self.connection(conn) as conn:
+            return self._per_generation(conn, ("graph", page, depth, limit), lambda: self._graph(conn, page, depth, limit))
+
+    def _graph(self, conn: Connection, page: str | None, depth: int, limit: int) -> dict[str, Any]:
+        total_nodes = conn.execute(select(func.count(PageRow.id))).scalar() or 0
+        total_edges = conn.execute(select(func.count(LinkRow.id)).where(LinkRow.resolved.is_(True))).scalar() or 0
+        if page is not None:
+            chosen = [page] if conn.execute(select(PageRow.id).where(PageRow.id == page)).scalar() else []
+            frontier = set(chosen)
+            for _ in range(depth if chosen else 0):
+                if not frontier or len(chosen) >= limit:
+                    break
+                found: set[str] = set()
+                for chunk in chunks(sorted(frontier), 500):
+                    found |= {r[0] for r in conn.execute(select(LinkRow.target_id).where(LinkRow.resolved.is_(True), LinkRow.source_id.in_(chunk)))}
+                    found |= {r[0] for r in conn.execute(select(LinkRow.source_id).where(LinkRow.resolved.is_(True), LinkRow.target_id.in_(chunk)))}
+                frontier = found - set(chosen)
+                chosen += sorted(frontier)[: limit - len(chosen)]
+        else:
+            chosen = []
+        ends = select(LinkRow.source_id.label("pid")).where(LinkRow.resolved.is_(True)).union_all(
+            select(LinkRow.target_id.label("pid")).where(LinkRow.resolved.is_(True))
+        ).subquery()
+        degree = select(ends.c.pid, func.count().label("degree")).group_by(ends.c.pid).subquery()
+        stmt = select(PageRow.id, PageRow.title, PageRow.type, func.coalesce(degree.c.degree, 0).label("degree")).outerjoin(degree, degree.c.pid == PageRow.id)
+        if page is not None:  # degrees of the chosen pages only, through the link indexes
+            out_degree = select(func.count()).where(LinkRow.resolved.is_(True), LinkRow.source_id == PageRow.id).scalar_subquery()
+            in_degree = select(func.count()).where(LinkRow.resolved.is_(True), LinkRow.target_id == PageRow.id).scalar_subquery()
+            near = select(PageRow.id, PageRow.title, PageRow.type, (out_degree + in_degree).label("degree"))
+            rows = [] if not chosen else [r for chunk in chunks(chosen, 500) for r in conn.execute(near.where(PageRow.id.in_(chunk)))]
+            order = {pid: i for i, pid in enumerate(chosen)}
+            rows.sort(key=lambda r: order[r.id])
+        else:
+            rows = conn.execute(stmt.order_by(func.coalesce(degree.c.degree, 0).desc(), PageRow.id).limit(limit)).all()
+        ids = [r.id for r in rows]
+        edges = []
+        if ids:
             edges = [
                 {"source": r.source_id, "target": r.target_id, "kind": r.kind}
-                for r in conn.execute(LinkRow.__table__.select().where(LinkRow.resolved.is_(True)).order_by(LinkRow.id))
-            ]
-        return {"nodes": nodes, "edges": edges}
+                for r in conn.execute(
+                    select(LinkRow.source_id, LinkRow.target_id, LinkRow.kind)
+                    .where(LinkRow.resolved.is_(True), LinkRow.source_id.in_(ids), LinkRow.target_id.in_(ids)).order_by(LinkRow.id)
+                )
+            ]  # fmt: skip
+        nodes = [{"id": r.id, "title": r.title, "type": r.type, "degree": int(r.degree)} for r in rows]
+        return {"nodes": nodes, "edges": edges, "page": page, "depth": depth if page is not None else None, "limit": limit,
+                "total_nodes": total_nodes, "total_edges": total_edges}  # fmt: skip
 
-    def health(self) -> dict[str, Any]:
-        with self.engine.connect() as conn:
+    def health(self, conn: Connection | None = None) -> dict[str, Any]:
+        with self.connection(conn) as conn:
             counts = {
                 "pages": conn.execute(select(func.count(PageRow.id))).scalar(),
                 "files": conn.execute(select(func.count(FileRow.path))).scalar(),
@@ -385,4 +393,5 @@ class Store:
                 for d in conn.execute(DiagnosticRow.__table__.select().where(DiagnosticRow.severity == "error").order_by(DiagnosticRow.path, DiagnosticRow.line).limit(50))
             ]
         return {"status": "ok", "database": self.engine.dialect.name, **counts, "errors": diags}
+
 

@@ -50,6 +50,9 @@ def vocabulary(rng: random.Random, size: int = 5000) -> list[str]:
 QUERIES = ["cp.async.bulk", "tensor memory", "wgmma.mma_async", "TMEM", "swizzle bank", "mbarrier phase",
            "__syncthreads", "shared::cluster", "tensr memroy", "persistent scheduler"]
 ARCHS = ["sm80", "sm90", "sm90a", "sm100a"]
+WEB_PATHS = ["/", "/evidence", "/api/snippets?limit=20", "/api/pages", "/api/pages?offset=9000", "/graph",
+             "/graph?page=page-42", "/api/graph", "/api/graph?page=page-42"]  # fmt: skip
+"""Listing and graph views whose cost must not grow with the wiki (issue 9: each under 100 ms, graphs under 1 s)."""
 TYPES = ["hardware", "technique", "pattern", "api"]
 
 
@@ -170,6 +173,10 @@ def main() -> None:
             base = latencies(url, ["/api/health"], args.rounds * len(QUERIES))
             lat = latencies(url, search_paths, args.rounds)
             rps = throughput(url, search_paths, 8, args.seconds)
+            web: dict[str, float] = {}
+            for path in WEB_PATHS:  # one client, median of `rounds` requests after one warm-up (caches filled)
+                latencies(url, [path], 1)
+                web[path] = round(statistics.median(latencies(url, [path], args.rounds)), 2)
             base_rps = throughput(url, ["/api/health"], 8, args.seconds)
         finally:
             server.terminate()
@@ -186,6 +193,7 @@ def main() -> None:
         "health_p50_ms": round(percentile(base, 50), 2),
         "health_p99_ms": round(percentile(base, 99), 2),
         "search_p50_ratio_to_health": round(statistics.median(lat) / statistics.median(base), 2),
+        "web_median_ms": web,
         "search_rps_8_clients": round(rps, 1),
         "health_rps_8_clients": round(base_rps, 1),
     }

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 
 from app.budget import MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, budgeted
-from app.deps import FiltersDep, Limit, Offset, SettingsDep, StoreDep
+from app.deps import ConnDep, FiltersDep, Limit, Offset, SettingsDep, StoreDep
 from app.schemas import SearchPublic
 
 router = APIRouter(prefix="/api", tags=["search"])
@@ -17,6 +17,7 @@ router = APIRouter(prefix="/api", tags=["search"])
 def search(
     request: Request,
     store: StoreDep,
+    conn: ConnDep,
     settings: SettingsDep,
     filters: FiltersDep,
     q: Annotated[str, Query(description="free text; GPU identifiers such as cp.async.bulk are words")] = "",
@@ -24,7 +25,7 @@ def search(
     offset: Offset = 0,
     budget_tokens: Annotated[int | None, Query(ge=MIN_BUDGET_TOKENS, le=MAX_BUDGET_TOKENS, description="also answer with the best sections' Markdown within about this many tokens, ceil(characters / 4), in `context`")] = None,
 ) -> SearchPublic:
-    result = store.search(q, filters, limit=limit, offset=offset, max_chars=settings.search_max_query_chars)
+    result = store.search(q, filters, limit=limit, offset=offset, max_chars=settings.search_max_query_chars, conn=conn)
     if budget_tokens is not None:
-        result.context = budgeted(store, result, budget_tokens, str(request.base_url))
+        result.context = budgeted(store, result, budget_tokens, str(request.base_url), conn=conn)
     return result

@@ -7,29 +7,39 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Query
 
-from app.deps import Limit, Offset, SettingsDep, StoreDep
-from app.schemas import EvidencePublic, SnippetPublic
+from app.deps import ConnDep, Limit, Offset, StoreDep
+from app.evidence_status import SnippetWindow, snippet_window
+from app.schemas import EvidencePublic, SnippetList
 
 router = APIRouter(prefix="/api", tags=["snippets"])
 
 
-@router.get("/snippets", response_model=list[SnippetPublic])
+@router.get("/snippets", response_model=SnippetList)
 def list_snippets(
     store: StoreDep,
+    conn: ConnDep,
     page: Annotated[str | None, Query(max_length=200)] = None,
     lang: Annotated[str | None, Query(max_length=20)] = None,
     status: Annotated[str | None, Query(max_length=20)] = None,
     target: Annotated[str | None, Query(max_length=20)] = None,
-    limit: Limit = 200,
+    limit: Limit = 50,
     offset: Offset = 0,
-) -> list[SnippetPublic]:
-    with store.engine.connect() as conn:
-        return store.evidence.snippets_with_evidence(conn, page_id=page, lang=lang, target=target, status=status, limit=limit, offset=offset)
+) -> SnippetList:
+    """One window of snippets in page order with their latest evidence, the exact total and a `next` query."""
+    if status:  # statuses come from the status index (rebuilt once per data version), the window from it
+        chosen_rows = store.status_index(conn).select(page_id=page or None, lang=lang or None, target=target or None, status=status)
+        window = SnippetWindow([s.id for s in chosen_rows[offset : offset + limit]], len(chosen_rows))
+    else:  # no status asked for: filtered, counted and paged in SQL, no evidence read
+        window = snippet_window(conn, page_id=page or None, lang=lang or None, target=target or None, limit=limit, offset=offset)
+    found = {s.id: s for s in store.evidence.snippets_with_evidence(conn, ids=window.ids)} if window.ids else {}
+    chosen = {k: v for k, v in {"page": page, "lang": lang, "status": status, "target": target}.items() if v}
+    next_q = urlencode({**chosen, "limit": limit, "offset": offset + limit}) if offset + limit < window.total else None
+    return SnippetList(total=window.total, limit=limit, offset=offset, next=next_q, snippets=[found[i] for i in window.ids if i in found])
 
 
 @router.get("/snippets/{snippet_id}/evidence", response_model=list[EvidencePublic])
-def snippet_evidence(store: StoreDep, snippet_id: str) -> list[EvidencePublic]:
-    history = store.evidence.history(snippet_id)
+def snippet_evidence(store: StoreDep, conn: ConnDep, snippet_id: str) -> list[EvidencePublic]:
+    history = store.evidence.history(snippet_id, conn=conn)
     if history is None:
         raise HTTPException(404, f"no snippet with id '{snippet_id}'")
     return history

@@ -39,8 +39,11 @@ def warm_up(app: Any) -> None:
             return
         from app.web.views import page_view
 
-        for page in app.state.store.list_pages(Filters(), limit=PRERENDER_PAGES).pages:
-            page_view(app.state.store, state, page.id)
+        store = app.state.store
+        with store.engine.connect() as conn:  # this thread's own connection, given back when warming ends
+            store.search_engine.sync(conn)  # a worker that did not index builds its full-text index now, not on a reader's search
+            for page in store.list_pages(Filters(), limit=PRERENDER_PAGES, conn=conn, facets=False).pages:
+                page_view(store, state, page.id, conn)
     except Exception:  # warming is an optimisation: never let it take the app down
         log.warning("pre-rendering pages failed", exc_info=True)
     finally:
