@@ -35,7 +35,8 @@ def worker(
     db: DbOpt = None,
 ) -> None:
     """Consume a target's verification queue on this GPU node (or, with --scheduler, the control queue)."""
-    from app.worker import WorkerRefused, check_sandbox, check_targets, run_gpu_worker, run_scheduler
+    from app.target_check import WorkerRefused, check_sandbox, check_targets
+    from app.worker import run_gpu_worker, run_scheduler
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if scheduler == bool(target):

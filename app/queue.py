@@ -82,7 +82,7 @@ def build_app(settings: Settings) -> procrastinate.App:
     """The procrastinate App for `settings`: connector, tasks, retry policy and periodic schedules.
 
     Task bodies find what they need in the worker's `additional_context`:
-    `runtime` (app.worker.Runtime) on GPU workers, `scheduler` (Scheduler) on the scheduler.
+    `runtime` (app.verify_job.Runtime) on GPU workers, `scheduler` (Scheduler) on the scheduler.
     """
     connect: dict[str, Any] = {"application_name": "kernelwiki"}
     if not settings.queue_synchronous_commit:

@@ -21,6 +21,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from app import worker  # noqa: E402
+from app.evidence_client import EvidenceClient  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from runner.evidence import EvidenceRecord  # noqa: E402
 
@@ -55,7 +56,7 @@ def fake_verify(snippet: dict[str, Any], target: str, force: bool) -> list[dict[
     return [record.to_dict()]
 
 
-class HangingClient(worker.EvidenceClient):
+class HangingClient(EvidenceClient):
     """Posts, then (for one snippet) hangs before the job can be acknowledged."""
 
     def post(self, records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -70,5 +71,5 @@ if __name__ == "__main__":
     import logging
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    worker.EvidenceClient = HangingClient  # type: ignore[misc]
+    worker.EvidenceClient = HangingClient  # type: ignore[misc]  # the name run_gpu_worker builds its client from
     worker.run_gpu_worker(Settings(), sys.argv[1], verify=fake_verify, toolchain_label=TOOLCHAIN, name=NAME)

@@ -24,7 +24,8 @@ def runtime(fleet: Fleet, target: str = "sm_90a", toolchain: str = TOOLCHAIN):  
 
     fake_worker.MARKERS = fleet.markers
 
-    from app.worker import EvidenceClient, Runtime
+    from app.evidence_client import EvidenceClient
+    from app.verify_job import Runtime
 
     calls: list[str] = []
 

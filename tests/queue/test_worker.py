@@ -9,7 +9,8 @@ import sys
 import pytest
 from queue_fleet import REPO
 
-from app.worker import WorkerRefused, check_target, scrub_environment
+from app.target_check import WorkerRefused, check_target
+from app.worker import scrub_environment
 from runner.gpus import Gpu, driver_present
 from runner.toolchain import Toolchain
 
@@ -80,7 +81,8 @@ def test_credentials_leave_even_the_environment_the_kernel_shows() -> None:
 def test_the_worker_refuses_without_its_sandbox_and_passes_the_isolation_setting_down(
     tmp_path, monkeypatch: pytest.MonkeyPatch  # noqa: ANN001
 ) -> None:
-    from app.worker import check_sandbox, runner_verify
+    from app.target_check import check_sandbox
+    from app.verify_job import runner_verify
     from runner import sandbox
     from runner.settings import RunnerSettings
     from snippets import extract_snippets

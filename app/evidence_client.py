@@ -1,0 +1,74 @@
+"""The service's evidence API as a GPU worker uses it, over httpx: a snippet's history, and posting records.
+
+Every call has the worker's timeout; reading is anonymous, posting carries
+the runner token. Anything but the expected answer is a `ServiceError`, so the
+queue retries the job.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+ERROR_TEXT_LIMIT = 500
+"""Characters of an error answer's body quoted in a ServiceError."""
+
+
+class ServiceError(Exception):
+    """The service did not accept a request (the job is retried)."""
+
+
+class EvidenceClient:
+    """`GET /api/snippets/{id}/evidence` and `POST /api/evidence` with one connection pool per worker."""
+
+    def __init__(self, base_url: str, token: str, timeout_s: float, transport: httpx.BaseTransport | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._token = token
+        self.timeout_s = timeout_s
+        self._http = httpx.Client(
+            base_url=self.base_url, timeout=timeout_s, transport=transport, headers={"Accept": "application/json"}
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> EvidenceClient:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, body: Any = None) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {self._token}"} if method == "POST" else {}
+        try:
+            return self._http.request(method, path, json=body, headers=headers)
+        except httpx.HTTPError as exc:  # refused, reset, timed out, bad URL
+            raise ServiceError(f"{method} {self.base_url}{path}: {exc}") from exc
+
+    @staticmethod
+    def _json(response: httpx.Response, what: str) -> Any:
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise ServiceError(f"{what}: the answer is not JSON: {response.text[:ERROR_TEXT_LIMIT]}") from exc
+
+    def history(self, snippet_id: str) -> list[dict[str, Any]] | None:
+        """Every evidence record of a snippet (None: the index has no such snippet)."""
+        what = f"evidence history of {snippet_id}"
+        response = self._request("GET", f"/api/snippets/{urllib.parse.quote(snippet_id, safe='')}/evidence")
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise ServiceError(f"{what}: HTTP {response.status_code}: {response.text[:ERROR_TEXT_LIMIT]}")
+        return self._json(response, what)
+
+    def post(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+        """Post evidence records; the service's answer (`inserted`, `duplicates`)."""
+        what = "POST /api/evidence"
+        response = self._request("POST", "/api/evidence", records)
+        if response.status_code != 200:
+            raise ServiceError(f"{what}: HTTP {response.status_code}: {response.text[:ERROR_TEXT_LIMIT]}")
+        return self._json(response, what)
