@@ -110,13 +110,20 @@ def test_injection_attempts_run_no_script(server: Any, page: Any) -> None:
     for link in page.locator("a").all():
         assert not (link.get_attribute("href") or "").lower().startswith(("javascript:", "data:"))
     page.locator(".badge").first.click()
-    page.locator("a", has_text="click me").count()
+    page.goto(f"{server.url}/pages/evil")
+    assert page.locator("a", has_text="click me").count() == 0  # a javascript: link is printed, never made a link
+    page.get_by_text("[click me](javascript:alert('link'))").click()
     for url in ["/", "/search?q=evil", "/evidence?page=evil", "/graph", "/a/evilalias"]:
         page.goto(server.url + url)
     page.keyboard.press("/")
     page.keyboard.type("evil")
     page.locator("#qs-results [role=option]").first.wait_for()
-    page.locator("a.node[data-id=evil]").count()
+    page.keyboard.press("Enter")  # open the quick-search hit
+    page.wait_for_url("**/pages/evil")
+    page.goto(f"{server.url}/graph")
+    page.locator("a.node[data-id=evil]").focus()  # the graph's node for the page, its title in an aria-label
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/pages/evil")
     page.wait_for_timeout(300)
     assert dialogs == [] and page.evaluate("typeof window.__pwned") == "undefined"
     assert page.external == []
