@@ -18,7 +18,8 @@ inline-asm coverage check (runner/coverage.py) reports those as not verifiable.
 
 Each segment starts with a `#line 1 "NAME"` directive, so compiler messages and
 PTX `.loc` entries name the segment (`snippet`, `chain-1`, `prelude`) and the
-line inside it; `TranslationUnit.page_line` maps that back to the page.
+line inside it; `TranslationUnit.locate` does the same for tools without
+`#line` support, and runner/diagnostics.py maps (segment, line) back to the page.
 """
 
 from __future__ import annotations
@@ -69,30 +70,12 @@ _INCLUDE_LINE = re.compile(r"^\s*#\s*include\b")
 
 
 @dataclass
-class Segment:
-    """A run of lines of the translation unit that comes from one place."""
-
-    name: str  # "prelude", "chain-1", …, "snippet"
-    tu_first_line: int  # 1-based line of the segment's first line in the translation unit
-    line_count: int  # number of source lines (before include wrapping)
-    page_first_line: int | None  # file line of the segment's first line on the page; None for the prelude
-
-
-@dataclass
 class TranslationUnit:
-    """The file that is compiled, and how its lines map back to the page."""
+    """The file that is compiled, and which segment line each of its lines comes from."""
 
     text: str  # the whole source
     filename: str  # snippet.cu / snippet.cpp / snippet.ptx / snippet.py
-    segments: list[Segment] = field(default_factory=list)  # in order
     tu_lines: list[tuple[str, int]] = field(default_factory=list)  # per TU line: (segment, line in segment or 0)
-
-    def page_line(self, segment: str, line: int) -> int | None:
-        """File line on the page of `line` (1-based) of `segment`; None for the prelude or unknown names."""
-        for seg in self.segments:
-            if seg.name == segment and seg.page_first_line is not None and 1 <= line <= max(seg.line_count, 1):
-                return seg.page_first_line + line - 1
-        return None
 
     def locate(self, tu_line: int) -> tuple[str, int] | None:
         """(segment, line in segment) of a 1-based translation-unit line; None for generated lines."""
@@ -100,11 +83,6 @@ class TranslationUnit:
             seg, line = self.tu_lines[tu_line - 1]
             return (seg, line) if line else None
         return None
-
-    def page_line_of_tu_line(self, tu_line: int) -> int | None:
-        """Page line of a translation-unit line (for tools without #line support: ptxas, python)."""
-        loc = self.locate(tu_line)
-        return self.page_line(*loc) if loc else None
 
 
 class _Writer:
@@ -173,11 +151,6 @@ def _add_plain_segment(w: _Writer, name: str, source: str) -> None:
         w.source(name, number, line)
 
 
-def _count_lines(source: str) -> int:
-    lines = source.split("\n")
-    return len(lines) - 1 if lines and lines[-1] == "" else len(lines)
-
-
 def chain_segment_name(position: int) -> str:
     """Segment name of the position-th (1-based) chained block."""
     return f"chain-{position}"
@@ -186,29 +159,22 @@ def chain_segment_name(position: int) -> str:
 def build_translation_unit(snippet: Snippet) -> TranslationUnit:
     """The single file compiled for `snippet`: prelude (cuda/cpp), chained blocks, then the block."""
     w = _Writer()
-    segments: list[Segment] = []
     lang = snippet.lang
-    parts = [(chain_segment_name(i), part.source, part.first_line) for i, part in enumerate(snippet.chain, start=1)]
-    parts.append((SEGMENT_SNIPPET, snippet.full_source, snippet.first_line))
+    parts = [(chain_segment_name(i), part.source) for i, part in enumerate(snippet.chain, start=1)]
+    parts.append((SEGMENT_SNIPPET, snippet.full_source))
     if lang in ("cuda", "cpp"):
         w.generated(f'#line 1 "{SEGMENT_PRELUDE}"')
-        start = len(w.lines) + 1
         for number, line in enumerate(PRELUDE.rstrip("\n").split("\n"), start=1):
             w.source(SEGMENT_PRELUDE, number, line)
-        segments.append(Segment(SEGMENT_PRELUDE, start, _count_lines(PRELUDE), None))
         if lang == "cuda":
             w.generated(FORCE_DEVICE_FUNCTIONS)
-        for name, source, first in parts:
-            start = len(w.lines) + 2  # after the #line directive
+        for name, source in parts:
             _add_c_segment(w, name, source, wrap_includes=lang == "cuda")
-            segments.append(Segment(name, start, _count_lines(source), first))
     else:
-        for name, source, first in parts:
-            start = len(w.lines) + 1
+        for name, source in parts:
             _add_plain_segment(w, name, source)
-            segments.append(Segment(name, start, _count_lines(source), first))
     text = "\n".join(w.lines) + "\n"
-    return TranslationUnit(text=text, filename=FILE_NAMES[lang], segments=segments, tu_lines=w.origin)
+    return TranslationUnit(text=text, filename=FILE_NAMES[lang], tu_lines=w.origin)
 
 
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)

@@ -51,6 +51,16 @@ def test_frontend_gcc_link_and_python_errors() -> None:
     assert d.kind == dx.PYTHON_SYNTAX_ERROR and d.message == "SyntaxError: invalid syntax"
 
 
+def test_a_segment_line_maps_back_to_its_page_line() -> None:
+    """`snippet` is the block itself (first source line 22), `chain-K` its K-th chained block (first lines 11, 15)."""
+    assert dx.page_line(22, [11, 15], "snippet", 1) == 22
+    assert dx.page_line(22, [11, 15], "chain-2", 3) == 17
+    assert dx.page_line(22, [11, 15], "snippet", 40, {"snippet": 3}) == 24  # past the block's end: its last line
+    assert dx.page_line(22, [11, 15], "prelude", 1) is None
+    assert dx.page_line(22, [11, 15], "chain-3", 1) is None
+    assert dx.page_line(22, [], None, None) is None
+
+
 def test_first_error_wins_across_tools() -> None:
     out = 'snippet(9): error: expected a ";"\nsnippet(2): error: identifier "x" is undefined\n'
     d = dx.diagnose_build(out, "cuda")

@@ -176,16 +176,20 @@ def test_snippets_are_json_serializable_and_round_trip() -> None:
     assert json.dumps([p.to_dict() for p in problems]) == "[]"
 
 
-def test_translation_unit_maps_compiler_lines_back_to_the_page() -> None:
+def test_translation_unit_knows_which_segment_line_each_of_its_lines_is() -> None:
     snippets, _ = extract(PAGE, body_line=8)
     tu = build_translation_unit(snippets[1])
     assert "#define __device__ __location__(device) __attribute__((used))" in tu.text
     assert '#line 1 "chain-1"' in tu.text and '#line 1 "snippet"' in tu.text
     # the hidden include of the chained block keeps the original __device__ for the header
     assert '#pragma push_macro("__device__")\n#undef __device__\n#define __device__ __location__(device)\n#line 1 "chain-1"\n#include <cstdint>' in tu.text
-    assert tu.page_line("snippet", 1) == 22
-    assert tu.page_line("chain-1", 2) == 12
-    assert tu.page_line("prelude", 1) is None
     lines = tu.text.split("\n")
-    k_line = next(i for i, ln in enumerate(lines, start=1) if "__global__ void k" in ln)
-    assert tu.page_line_of_tu_line(k_line) == 22
+
+    def tu_line(text: str) -> int:
+        return next(i for i, ln in enumerate(lines, start=1) if text in ln)
+
+    assert tu.locate(tu_line("__global__ void k")) == ("snippet", 1)
+    assert tu.locate(tu_line("__device__ int twice")) == ("chain-1", 2)  # line 1 is the hidden include
+    assert tu.locate(tu_line("#include <cuda_runtime.h>")) == ("prelude", 1)
+    assert tu.locate(tu_line("__attribute__((used))")) is None  # generated, from no segment
+    assert tu.locate(0) is None and tu.locate(len(lines) + 1) is None
