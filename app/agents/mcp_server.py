@@ -131,6 +131,8 @@ def build_server(get_store: Callable[[], Store | None], base_url: str) -> MCPSer
             return head + ". Try other words, fewer filters, or resolve() for an exact name."
         if budget_tokens:
             context = budgeted(s, result, budget_tokens, base_url)
+            if not context.sections:
+                return f"{head}; not one section fits in {budget_tokens} tokens: raise budget_tokens, or search without it."
             return (
                 f"{head}; {len(context.sections)} sections in {context.used_tokens} of {budget_tokens} tokens "
                 f"({context.left_out} more did not fit).\n\n{render_context(context)}"

@@ -49,6 +49,8 @@ async def check_tools(client: Client) -> None:
     error, text = await call(client, "search", query="empty kernel program", budget_tokens=800)
     assert not error and "## Agent demo kernels › Running a program (agent-demo#running-a-program)" in text
     assert "ran on NVIDIA H200" in text and "never run" in text and "HIDDEN_SETUP_MACRO" not in text
+    error, text = await call(client, "search", query="zebrafish", budget_tokens=50)
+    assert not error and "not one section fits in 50 tokens" in text
     error, text = await call(client, "search", query="memory", arch="sm90", type="hardware")
     assert not error and "page `hw-tma`" in text and "page `hw-tmem`" not in text
 
