@@ -13,7 +13,6 @@ import hashlib
 import json
 import multiprocessing
 import os
-import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -106,10 +105,12 @@ def _prepare_all(items: list[tuple[str, bytes, str]]) -> list[Prepared]:
     workers = os.cpu_count() or 1
     if len(items) < PARALLEL_THRESHOLD or workers < 2:
         return [prepare(*item) for item in items]
-    # A process with threads (the server: uvicorn, warm-up, watcher) must not fork: a child could inherit a
-    # lock held mid-step. forkserver starts children from a clean single-threaded server instead (it re-imports
-    # the caller's __main__, which every entry point guards). A single-threaded CLI run forks: cheaper, and safe.
-    ctx = multiprocessing.get_context("fork" if threading.active_count() == 1 else "forkserver")
+    # Never fork: a child could inherit a lock some other thread held mid-step, and not every thread is
+    # Python's to count (the server's, and native ones such as the search engine's). forkserver starts
+    # children from a clean single-threaded server (it re-imports the caller's __main__, which every entry
+    # point guards); its start-up is paid once per pool, and only for a wiki of PARALLEL_THRESHOLD files.
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["app.index"])  # imported once in the server, not once per child
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         return list(pool.map(prepare, *zip(*items), chunksize=64))
 
