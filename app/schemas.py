@@ -8,11 +8,17 @@ from pydantic import BaseModel, Field
 
 
 class ErrorPublic(BaseModel):
-    """The one error shape: every 4xx/5xx answer is `{"error": {...}}`."""
+    """What went wrong: the inside of every 4xx/5xx answer (app/errors.py builds it)."""
 
     status: int
     title: str
     detail: str | Any = None
+
+
+class ErrorAnswer(BaseModel):
+    """The one error shape: every 4xx/5xx answer is `{"error": {"status", "title", "detail"}}`."""
+
+    error: ErrorPublic
 
 
 class SectionRef(BaseModel):

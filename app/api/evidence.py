@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.deps import SettingsDep, StoreDep, require_runner_token
 from app.evidence_ingest import EvidenceIn, parse_record
-from app.schemas import ErrorPublic
+from app.schemas import ErrorAnswer
 
 router = APIRouter(prefix="/api", tags=["evidence"])
 MAX_RECORDS_PER_POST = 5000
@@ -38,7 +38,7 @@ class EvidenceReceipt(BaseModel):
     errors: list[str] = Field(default_factory=list, description="always empty: a post with a bad record is refused whole")
 
 
-_ERROR = {"model": ErrorPublic}
+_ERROR = {"model": ErrorAnswer}
 BODY_SCHEMA: dict[str, Any] = {
     "required": True,
     "content": {"application/json": {"schema": {

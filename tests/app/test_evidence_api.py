@@ -125,3 +125,14 @@ def test_the_openapi_schema_shows_the_record_model_and_the_bearer_scheme(live) -
     assert set(schema["items"]["required"]) >= {"record_id", "snippet_id", "page_id", "target", "step", "status", "content_hash", "timestamp"}
     assert {"401", "413", "422"} <= set(post["responses"])
     assert post["security"] == [{"HTTPBearer": []}] and spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+
+
+def test_the_documented_error_shape_is_the_one_the_service_answers(live) -> None:
+    from app.schemas import ErrorAnswer
+
+    spec = live.get("/openapi.json").json()
+    documented = spec["paths"]["/api/evidence"]["post"]["responses"]["401"]["content"]["application/json"]["schema"]
+    assert documented == {"$ref": "#/components/schemas/ErrorAnswer"}
+    assert spec["components"]["schemas"]["ErrorAnswer"]["required"] == ["error"]
+    answer = live.post("/api/evidence", json=[rec()]).json()
+    assert ErrorAnswer.model_validate(answer).error.status == 401
