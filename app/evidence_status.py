@@ -25,10 +25,12 @@ from app.models import EvidenceRow, StateRow
 def data_version(conn: Connection) -> tuple[Any, ...]:
     """Changes whenever snippets or evidence change: the index generation, the evidence count and newest stamp.
 
-    Evidence is only ever added (a record id is stored once), so its count grows with every insert.
+    Evidence is only ever added (a record id is stored once), so its count grows with every insert. On
+    SQLite the largest rowid grows the same way and costs one index step instead of a count of every row.
     """
     generation = conn.execute(select(StateRow.value).where(StateRow.key == "generation")).scalar()
-    count, newest = conn.execute(select(func.count(EvidenceRow.record_id), func.max(EvidenceRow.timestamp))).one()
+    grows = text("max(rowid)") if conn.dialect.name == "sqlite" else func.count()
+    count, newest = conn.execute(select(grows, func.max(EvidenceRow.timestamp)).select_from(EvidenceRow)).one()
     return generation, count or 0, newest
 
 
@@ -47,6 +49,7 @@ class StatusIndex:
 
     version: tuple[Any, ...]
     snippets: list[SnippetState]
+    evidence_count: int = 0  # records stored (counted once per data version)
 
     def select(self, page_id: str | None = None, lang: str | None = None, target: str | None = None, status: str | None = None) -> list[SnippetState]:
         return [
@@ -73,7 +76,8 @@ def build_status_index(conn: Connection, evidence: Any, version: tuple[Any, ...]
         SnippetState(s.id, s.page_id, s.position, s.lang, tuple(s.targets), s.status)
         for s in evidence.snippets_with_evidence(conn)
     ]
-    return StatusIndex(version, rows)
+    count = conn.execute(select(func.count()).select_from(EvidenceRow)).scalar() or 0
+    return StatusIndex(version, rows, count)
 
 
 @dataclass

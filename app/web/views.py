@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from sqlalchemy.engine import Connection
 
 from app import evidence_status
+from app.evidence_status import StatusIndex
 from app.schemas import PageList, PagePublic, PageSummary, SearchPublic, SearchResult, SnippetPublic
 from app.store import Filters, Store
 from app.web import queries
@@ -80,11 +81,11 @@ class Summary:
     latest: dict[str, Any] | None
 
 
-def summary(store: Store, conn: Connection) -> Summary:
+def summary(store: Store, conn: Connection, index: StatusIndex | None = None) -> Summary:
     """From the store's status index (rebuilt only when the index or the evidence changed)."""
-    index = store.status_index(conn)
+    index = index or store.status_index(conn)
     counts = index.counts()
-    return Summary(counts, len(index.snippets), index.version[1], queries.latest_run(conn))
+    return Summary(counts, len(index.snippets), index.evidence_count, queries.latest_run(conn))
 
 
 @dataclass
@@ -122,8 +123,9 @@ def home_view(
         for p in listing.pages:
             grouped[p.type][vendor_of(p)].append(p)
         groups = [(t, sorted(v.items())) for t, v in sorted(grouped.items(), key=lambda kv: (kv[0] == "source", kv[0]))]
-        per_page = store.status_index(conn).page_counts([p.id for p in listing.pages])
-        total = summary(store, conn)
+        index = store.status_index(conn)
+        per_page = index.page_counts([p.id for p in listing.pages])
+        total = summary(store, conn, index)
     return HomeView(
         groups=groups, total=listing.total, offset=offset, limit=limit,
         arch_facets=dict(sorted(facets.get("arch", {}).items(), key=_arch_order)),
@@ -250,7 +252,7 @@ def dashboard_view(
         if s is None:
             continue
         title = window_titles.get(s.page_id, s.page_id)
-        rows.append(sketch_or_invalid_row(s, title) if k.target == "—" else DashboardRow(s, title, target_evidence(k.target, s.evidence.get(k.target, []))))
+        rows.append(sketch_or_invalid_row(s, title) if k.target == "—" else DashboardRow(s, title, target_evidence(k.target, s.evidence.get(k.target, []), s.target_status.get(k.target))))
     pages = sorted(titles.items(), key=lambda p: p[1].lower())
     ordered = {st: statuses[st] for st in STATUS_ORDER if statuses.get(st)}
     return DashboardView(rows, len(chosen), ordered, all_targets, pages, latest, offset, limit)
