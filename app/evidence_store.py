@@ -37,11 +37,6 @@ class ImportResult:
     errors: list[str] = field(default_factory=list)  # 'file:line: error: …' for rejected records
 
 
-def validate_record(record: Any) -> str | None:
-    """Why a record cannot be stored, or None when it is well-formed (see `EvidenceIn`)."""
-    return parse_record(record)[1]
-
-
 @contextmanager
 def _connection(engine: Engine, conn: Connection | None) -> Iterator[Connection]:
     """`conn` itself when given (a request's one connection), else a connection of its own."""

@@ -96,7 +96,7 @@ def prepare(rel: str, raw: bytes, digest: str) -> Prepared:
 
         snips, problems = extract_snippets(page.id, page.path, page.body, page.body_line, page.architectures)
         found = [s.to_dict() for s in snips]
-        diags = diags + [Diagnostic(p.path, p.line, p.severity, p.message) for p in problems]
+        diags = diags + problems
     return Prepared(rel, digest, page, diags, rendered.html, rendered.toc, rendered.sections, found)
 
 

@@ -19,9 +19,6 @@ from runner.status import FAILING, RECORD_STATUSES
 
 __all__ = ["FAILING", "STATUSES", "EvidenceRecord", "compute_record_id", "read_jsonl", "write_jsonl"]
 
-STEPS = ("compile", "run", "sass")
-"""What a record is about: building (and PTX checks), running, or checking the generated SASS."""
-
 STATUSES = RECORD_STATUSES
 """What a step can end as; defined, with their order, in runner/status.py."""
 
