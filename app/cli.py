@@ -129,7 +129,7 @@ def serve(
     host: Annotated[Optional[str], typer.Option(help="address to listen on")] = None,
     port: Annotated[Optional[int], typer.Option(help="port")] = None,
     watch: Annotated[Optional[bool], typer.Option("--watch/--no-watch", help="reindex as wiki files are added, changed or deleted")] = None,
-    workers: Annotated[int, typer.Option(min=1, max=64, help="server processes; extra ones read the index read-only (multi-core hosts)")] = 1,
+    workers: Annotated[int, typer.Option(min=1, max=64, help="uvicorn worker processes for multi-core hosts; they open the index read-only while this process indexes")] = 1,
 ) -> None:
     """Serve the API and the docs browser at once, indexing the wiki in the background (/api/health shows progress)."""
     from app.serve import run_server
