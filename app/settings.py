@@ -21,11 +21,6 @@ class Settings(BaseSettings):
     runner_token: SecretStr | None = None  # required by POST /api/evidence; unset refuses all posts
     index_on_start: bool = True  # reindex the wiki when the app starts
     search_max_query_chars: int = 2000  # longer queries are cut (never an error)
-    query_echo_chars: int = 200  # the HTML search page shows at most this much of a query (the rest as "…")
-    evidence_max_body_bytes: int = 8 * 1024 * 1024  # POST /api/evidence bodies above this are refused (413) while they stream in
-    watch: bool = False  # reindex the wiki as its files change (`kernelwiki serve --watch`)
-    read_only: bool = False  # an extra worker of `serve --workers N`: opens the index read-only and never indexes
-    shutdown_timeout_s: float = 3.0  # on SIGINT/SIGTERM, requests still running after this are cancelled (the process exits within ~1 s more)
     search_cache_size: int = 1024  # search answers kept per process, keyed by query, filters, paging and index generation; 0 turns the cache off (benchmarks of uncached search)
     search_typo_budget_s: float = 0.04  # most time a query with no hits spends correcting typos (then it answers with what it has)
     query_echo_chars: int = 200  # the HTML search page shows at most this much of a query (the rest as "…")
