@@ -58,6 +58,10 @@ def run_step(build: Build, snippet: Snippet, target: str, gpu: Gpu | None, toolc
     outcome = outcome_from_process(
         res, "run", gpu_name=gpu.name, compute_capability=gpu.compute_capability, driver_version=gpu.driver_version
     )
+    if res.limits_in_force:  # which mechanisms held it: cgroup v2 where usable, the resource limits always
+        outcome.resources["limits"] = res.limits_in_force
+    if res.cgroup is not None and res.cgroup.memory_peak is not None:
+        outcome.resources["host_memory_peak_bytes"] = res.cgroup.memory_peak
     leftovers = f"; left {res.leftovers} process(es) behind (killed)" if res.leftovers else ""
     limit = None if res.error or res.timed_out else resource_limit_hit(res, limits)
     if res.error:

@@ -6,13 +6,17 @@ stay behind to kill what the snippet leaves running. The launcher
 
 1. becomes a *child subreaper*, so that every orphaned descendant (a daemon that
    called setsid, a double fork) is re-parented to it instead of to init,
-2. forks; the child sets the resource limits it is given (file size, address
-   space, data, processes, open files, no core dumps), drops to the sandbox's
-   own user id when given `--uid` (the launcher itself keeps root, so the
-   command can neither signal nor trace it), and execs the command,
+2. forks; with `--cgroup-fd` (a write-only descriptor of a cgroup's
+   `cgroup.procs`, opened by the runner) it first moves the child into that
+   cgroup (the launcher itself stays outside, so a memory kill of the cgroup
+   cannot take the reporter with it); the child sets the resource limits it is
+   given (file size, address space, data, processes, open files, no core
+   dumps), drops to the sandbox's own user id when given `--uid` (the launcher
+   itself keeps root, so the command can neither signal nor trace it), and
+   execs the command,
 3. waits for it with a wall-clock deadline,
 4. on exit or timeout SIGKILLs every remaining descendant and reaps it, then
-5. reports `{exit_code, signal, timed_out, leftovers, error}` as JSON on the
+5. reports `{exit_code, signal, timed_out, leftovers, error, cgroup}` as JSON on the
    status file descriptor given with `--status-fd` (never a file the snippet
    could tamper with).
 
@@ -109,6 +113,8 @@ def _kill_all(me: int, statuses: dict[int, int]) -> set[int]:
 
 def main(argv: list[str]) -> int:
     status_fd = -1
+    cgroup_fd = -1
+    cgroup_required = False
     uid: int | None = None
     groups: list[int] = []
     timeout = 60.0
@@ -132,11 +138,16 @@ def main(argv: list[str]) -> int:
             limits[resource.RLIMIT_NPROC] = int(value)
         elif key == "--uid":
             uid = int(value)
+        elif key == "--cgroup-fd":
+            cgroup_fd = int(value)
+        elif key == "--cgroup-required":
+            cgroup_required = value == "1"
         elif key == "--groups":
             groups = [int(g) for g in value.split(",") if g]
         i += 2
     command = argv[i + 1 :]
-    report: dict[str, object] = {"exit_code": None, "signal": None, "timed_out": False, "leftovers": 0, "error": None}
+    report: dict[str, object] = {"exit_code": None, "signal": None, "timed_out": False, "leftovers": 0, "error": None,
+                                 "cgroup": None}  # fmt: skip
 
     def finish() -> int:
         if status_fd >= 0:
@@ -149,6 +160,8 @@ def main(argv: list[str]) -> int:
 
     if status_fd >= 0:
         os.set_inheritable(status_fd, False)
+    if cgroup_fd >= 0:
+        os.set_inheritable(cgroup_fd, False)
     if not command:
         report["error"] = "no command"
         return finish()
@@ -171,10 +184,19 @@ def main(argv: list[str]) -> int:
         pass  # without it orphans go to init; the process group kill still reaches most of them
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
     me = os.getpid()
+    go_r, go_w = os.pipe() if cgroup_fd >= 0 else (-1, -1)
     child = os.fork()
     if child == 0:
         step = "set its limits"
         try:
+            if cgroup_fd >= 0:  # wait until the launcher has moved this process into its cgroup (or gave up)
+                os.close(go_w)
+                os.close(cgroup_fd)
+                go = os.read(go_r, 1)
+                os.close(go_r)
+                if go != b"1":
+                    os.write(2, b"kernelwiki launcher: not run: the command could not join its cgroup\n")
+                    os._exit(127)
             for which, value in limits.items():
                 resource.setrlimit(which, (value, value))
             if uid is not None:
@@ -188,6 +210,21 @@ def main(argv: list[str]) -> int:
         except (OSError, ValueError) as exc:
             os.write(2, f"kernelwiki launcher: cannot {step}: {getattr(exc, 'strerror', None) or exc}\n".encode())
         os._exit(127)
+    if cgroup_fd >= 0:
+        os.close(go_r)
+        try:  # the pid as this (possibly namespaced) process sees it: the kernel reads it in the writer's namespace
+            os.write(cgroup_fd, str(child).encode())
+            report["cgroup"] = "joined"
+        except OSError as exc:
+            report["cgroup"] = f"cannot move the command into its cgroup: {exc.strerror or exc}"
+            if cgroup_required:
+                report["error"] = f"not run: {report['cgroup']}"
+        os.close(cgroup_fd)
+        try:
+            os.write(go_w, b"1" if report["cgroup"] == "joined" or not cgroup_required else b"0")
+        except OSError:
+            pass
+        os.close(go_w)
     deadline = time.monotonic() + timeout
     statuses: dict[int, int] = {}
     while child not in statuses:

@@ -41,7 +41,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.cgroup import CgroupUnavailable, CgroupUsage, RunCgroup, cgroup_parent
 from runner.settings import (
+    CGROUP_OFF,
+    CGROUP_REQUIRE,
     ISOLATION_AUTO,
     ISOLATION_BWRAP,
     ISOLATION_NONE,
@@ -115,8 +118,13 @@ class Limits:
     file_size_bytes: int = 512 * MiB  # RLIMIT_FSIZE: the largest file it may write
     address_space_bytes: int | None = 16 * GiB  # RLIMIT_AS; None for CUDA programs (they reserve huge VA ranges)
     data_bytes: int | None = None  # RLIMIT_DATA: private writable memory (host memory of a CUDA program)
-    processes: int = 512  # RLIMIT_NPROC: processes and threads (enforced when the sandbox has its own uid)
+    processes: int = 512  # RLIMIT_NPROC and cgroup pids.max: processes and threads
     open_files: int = 4096  # RLIMIT_NOFILE
+
+    @property
+    def memory_bytes(self) -> int | None:
+        """Host memory of the command in its cgroup (memory.max): the data limit, else the address space limit."""
+        return self.data_bytes or self.address_space_bytes
 
 
 COMPILE_LIMITS = Limits(file_size_bytes=512 * MiB, address_space_bytes=16 * GiB)
@@ -231,6 +239,8 @@ class ProcessResult:
     leftovers: int = 0  # processes it left behind that the launcher killed
     isolation: str = ISOLATION_NONE  # isolation in force: bwrap, unshare-net or none
     error: str | None = None  # infrastructure problem (could not start, launcher lost), not the command's failure
+    cgroup: CgroupUsage | None = None  # the command's cgroup v2 (limits and what it ran into), when one was in force
+    limits_in_force: str = ""  # which limit mechanisms held, e.g. "cgroup v2 memory.max 8 GiB …; RLIMIT_DATA 8 GiB …"
 
     @property
     def output(self) -> str:
@@ -603,20 +613,86 @@ def run_process(
         groups = _device_groups() if gpu else []
         if groups:
             launcher += ["--groups", ",".join(str(g) for g in groups)]
+    group, procs_fd, why_not = _command_cgroup(settings, limits)
+    if group is None and settings.cgroup == CGROUP_REQUIRE:
+        if uid is not None:
+            _give_uid(uid)
+        os.close(status_r)
+        os.close(status_w)
+        return ProcessResult(list(argv), None, None, False, 0.0, isolation=level,
+                             error=f"not run: cgroup v2 limits are required (KERNELWIKI_CGROUP=require) but {why_not}")  # fmt: skip
+    if group is not None:
+        launcher += ["--cgroup-fd", str(procs_fd), "--cgroup-required", "1" if settings.cgroup == CGROUP_REQUIRE else "0"]
     # The launcher runs inside the wrapper: under a pid namespace it is the namespace's first process, so
     # it reaps everything the snippet starts and reports the command's own exit status or signal.
     full = wrapper + launcher + ["--"] + list(argv)
+    joined: str | None = None
     try:
-        return _supervise(full, argv, workdir, env, status_r, status_w, timeout_s, level, head_bytes, tail_bytes)
+        result, joined = _supervise(full, argv, workdir, env, status_r, status_w, timeout_s, level, head_bytes, tail_bytes,
+                                    procs_fd)  # fmt: skip
     finally:
         if uid is not None:
             _give_uid(uid)
+        usage = None
+        if group is not None:
+            usage = group.usage()  # before removal: which limit it ran into
+            group.remove()  # kills whatever is left in it (cgroup.kill)
+    if group is not None and joined == "joined":
+        result.cgroup = usage
+    elif group is not None:
+        why_not = joined or "the launcher did not say whether the command joined its cgroup"
+    result.limits_in_force = describe_limits(limits, result.cgroup, why_not)
+    return result
+
+
+def _command_cgroup(settings: RunnerSettings, limits: Limits) -> tuple[RunCgroup | None, int, str]:
+    """A cgroup v2 of the command's own with its memory and pids limits, and a descriptor of its
+    cgroup.procs for the launcher; or (None, -1, why not)."""
+    if settings.cgroup == CGROUP_OFF:
+        return None, -1, "off (KERNELWIKI_CGROUP=off)"
+    memory = limits.memory_bytes
+    if not memory:
+        return None, -1, "no memory limit was asked for"
+    parent, problem = cgroup_parent(settings.cgroup_root)
+    if parent is None:
+        return None, -1, problem or "unavailable"
+    try:
+        group = RunCgroup.create(parent, memory, limits.processes)
+    except CgroupUnavailable as exc:
+        return None, -1, str(exc)
+    try:
+        return group, group.open_procs(), ""
+    except OSError as exc:
+        group.remove()
+        return None, -1, f"cannot open {group.path}/cgroup.procs: {exc.strerror}"
+
+
+def _size(n: int) -> str:
+    return f"{n / GiB:g} GiB" if n >= GiB else f"{n / MiB:g} MiB" if n >= MiB else f"{n} bytes"
+
+
+def describe_limits(limits: Limits, cgroup: CgroupUsage | None, why_not: str = "") -> str:
+    """The limit mechanisms that held a command, for its evidence: its cgroup v2 (when it had one) and the
+    resource limits (always set, the fallback and a second line)."""
+    rlimits = []
+    if limits.data_bytes:
+        rlimits.append(f"RLIMIT_DATA {_size(limits.data_bytes)}")
+    if limits.address_space_bytes:
+        rlimits.append(f"RLIMIT_AS {_size(limits.address_space_bytes)}")
+    rlimits += [f"RLIMIT_NPROC {limits.processes}", f"RLIMIT_NOFILE {limits.open_files}",
+                f"RLIMIT_FSIZE {_size(limits.file_size_bytes)}"]  # fmt: skip
+    if cgroup is not None:
+        return f"cgroup v2 memory.max {_size(cgroup.memory_max)} (no swap), pids.max {cgroup.pids_max}; " + ", ".join(rlimits)
+    return ", ".join(rlimits) + (f"; cgroup v2 not used: {why_not}" if why_not else "")
 
 
 def _supervise(full: list[str], argv: list[str], workdir: Path, env: dict[str, str], status_r: int, status_w: int,
-               timeout_s: float, level: str, head_bytes: int, tail_bytes: int) -> ProcessResult:  # fmt: skip
-    """Start the wrapped launcher, read its output and status, enforce the hard deadline."""
+               timeout_s: float, level: str, head_bytes: int, tail_bytes: int,
+               procs_fd: int = -1) -> tuple[ProcessResult, str | None]:  # fmt: skip
+    """Start the wrapped launcher, read its output and status, enforce the hard deadline; also returns what the
+    launcher said about the command's cgroup ("joined", or why not)."""
     start = time.monotonic()
+    passed = (status_w,) if procs_fd < 0 else (status_w, procs_fd)
     try:
         proc = subprocess.Popen(
             full,
@@ -625,14 +701,15 @@ def _supervise(full: list[str], argv: list[str], workdir: Path, env: dict[str, s
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            pass_fds=(status_w,),
+            pass_fds=passed,
             start_new_session=True,
         )
     except OSError as exc:
-        os.close(status_r)
-        os.close(status_w)
-        return ProcessResult(list(argv), None, None, False, 0.0, isolation=level, error=f"cannot start: {exc}")
-    os.close(status_w)
+        for fd in (status_r, *passed):
+            os.close(fd)
+        return ProcessResult(list(argv), None, None, False, 0.0, isolation=level, error=f"cannot start: {exc}"), None
+    for fd in passed:
+        os.close(fd)
     caps = {"stdout": OutputCap(head_bytes, tail_bytes), "stderr": OutputCap(head_bytes, tail_bytes)}
     status_buf = bytearray()
     sel = selectors.DefaultSelector()
@@ -692,14 +769,15 @@ def _supervise(full: list[str], argv: list[str], workdir: Path, env: dict[str, s
         report = None
     if not isinstance(report, dict):
         result.error = "the launcher was lost before it reported (killed at the hard deadline)" if killed_hard else "the launcher reported nothing"
-        return result
+        return result, None
     result.exit_code = report.get("exit_code")
     result.signal = report.get("signal")
     result.timed_out = bool(report.get("timed_out")) or killed_hard
     result.leftovers = int(report.get("leftovers") or 0)
     if report.get("error"):
         result.error = str(report["error"])
-    return result
+    joined = report.get("cgroup")
+    return result, str(joined) if joined else None
 
 
 def _kill_group(pid: int) -> None:
@@ -717,13 +795,23 @@ _FILES_SIGNS = re.compile(r"Too many open files|EMFILE", re.I)
 def resource_limit_hit(res: ProcessResult, limits: Limits) -> str | None:
     """When a failed command ran into one of its limits (as far as its exit and output tell), which one.
 
-    RLIMIT_DATA / RLIMIT_AS make allocations fail at once (the program sees a
-    failed malloc, a MemoryError, std::bad_alloc); RLIMIT_NPROC makes fork and
-    thread creation fail; RLIMIT_FSIZE kills with SIGXFSZ. None for a command
-    that succeeded or failed for other reasons.
+    The command's cgroup, when it had one, says so exactly: `oom_kill` in
+    memory.events (the kernel killed it at memory.max), `max` in pids.events
+    (fork or thread creation refused at pids.max). Otherwise the signs are
+    read from its exit and output: RLIMIT_DATA / RLIMIT_AS make allocations
+    fail at once (the program sees a failed malloc, a MemoryError,
+    std::bad_alloc); RLIMIT_NPROC makes fork and thread creation fail;
+    RLIMIT_FSIZE kills with SIGXFSZ. None for a command that succeeded or
+    failed for other reasons.
     """
     if res.exit_code == 0 and res.signal is None:
         return None
+    group = res.cgroup
+    if group is not None and group.oom_kills:
+        return (f"host memory limit (cgroup memory.max {_size(group.memory_max)}) reached: "
+                f"the kernel killed {group.oom_kills} process(es) of it")  # fmt: skip
+    if group is not None and group.pids_max_hits:
+        return f"process limit (cgroup pids.max {group.pids_max} processes and threads) reached"
     if res.signal == signal.SIGXFSZ or res.exit_code == 128 + signal.SIGXFSZ or "File size limit exceeded" in res.output:
         size = limits.file_size_bytes
         shown = f"{size // MiB} MiB" if size >= MiB else f"{size} bytes"

@@ -13,7 +13,13 @@ Environment variables (all optional):
   sandbox, comma-separated (everything not on the allow-list is dropped).
 * `KERNELWIKI_SANDBOX_BIND`: extra host paths bound read-only into the
   sandbox, separated by `:` (e.g. a toolchain in an unusual place).
-* `KERNELWIKI_RUN_MEMORY`: host memory of one GPU program (RLIMIT_DATA), e.g. `8G`.
+* `KERNELWIKI_RUN_MEMORY`: host memory of one GPU program (cgroup `memory.max` where
+  usable, and RLIMIT_DATA), e.g. `8G`.
+* `KERNELWIKI_CGROUP`: `auto` (default: a cgroup v2 of its own per command, with
+  `memory.max` and `pids.max`, where the runner can create one; else the resource
+  limits alone), `off`, or `require` (nothing runs without it).
+* `KERNELWIKI_CGROUP_ROOT`: where cgroup v2 is mounted (default: found in
+  /proc/self/mountinfo).
 * `KERNELWIKI_SANDBOX_UID`: first of the user ids sandboxed commands run as when
   the runner is root (each concurrent sandbox gets its own, so that the process
   limit counts per sandbox).
@@ -32,6 +38,11 @@ ISOLATION_NONE = "none"
 ISOLATION_AUTO = "auto"
 ISOLATION_CHOICES = (ISOLATION_BWRAP, ISOLATION_UNSHARE, ISOLATION_NONE, ISOLATION_AUTO)
 
+CGROUP_AUTO = "auto"
+CGROUP_OFF = "off"
+CGROUP_REQUIRE = "require"
+CGROUP_CHOICES = (CGROUP_AUTO, CGROUP_OFF, CGROUP_REQUIRE)
+
 MiB = 1024 * 1024
 GiB = 1024 * MiB
 
@@ -44,6 +55,16 @@ def parse_size(text: str) -> int:
     if not m:
         raise ValueError(f"not a size: {text!r} (examples: 8G, 512M, 1073741824)")
     return int(m.group(1)) * {"": 1, "k": 1024, "m": MiB, "g": GiB, "t": 1024 * GiB}[m.group(2).lower()]
+
+
+def normalize_cgroup(value: str) -> str:
+    """`auto`, `off` (also `no`, `0`), `require` (also `required`, `on`) → the canonical name; ValueError otherwise."""
+    v = {"no": CGROUP_OFF, "0": CGROUP_OFF, "false": CGROUP_OFF, "required": CGROUP_REQUIRE, "on": CGROUP_REQUIRE}.get(
+        value.strip().lower(), value.strip().lower()
+    )
+    if v not in CGROUP_CHOICES:
+        raise ValueError(f"unknown cgroup mode {value!r}: choose one of {', '.join(CGROUP_CHOICES)}")
+    return v
 
 
 def normalize_isolation(value: str) -> str:
@@ -64,7 +85,9 @@ class RunnerSettings:
     bwrap: str | None = None  # bubblewrap binary (None: `bwrap` on PATH)
     extra_env: tuple[str, ...] = ()  # extra variable names allowed into the sandbox
     extra_binds: tuple[str, ...] = ()  # extra host paths bound read-only
-    run_memory_bytes: int = 8 * GiB  # RLIMIT_DATA of a GPU program (CUDA's PROT_NONE reservations do not count)
+    run_memory_bytes: int = 8 * GiB  # host memory of a GPU program: cgroup memory.max and RLIMIT_DATA
+    cgroup: str = CGROUP_AUTO  # cgroup v2 memory/pids limits per command: auto, off, require
+    cgroup_root: str | None = None  # cgroup v2 mount point (None: from /proc/self/mountinfo)
     sandbox_uid: int = 1_500_000  # first user id sandboxed commands run as when the runner is root
 
     def with_isolation(self, isolation: str | None) -> RunnerSettings:
@@ -89,6 +112,8 @@ class RunnerSettings:
             ("KERNELWIKI_SANDBOX_BIND", "extra_binds", lambda v: tuple(p for p in v.split(":") if p.strip())),
             ("KERNELWIKI_RUN_MEMORY", "run_memory_bytes", parse_size),
             ("KERNELWIKI_SANDBOX_UID", "sandbox_uid", int),
+            ("KERNELWIKI_CGROUP", "cgroup", normalize_cgroup),
+            ("KERNELWIKI_CGROUP_ROOT", "cgroup_root", str.strip),
         )
         for name, key, parse in parsers:
             if v := get(name):
