@@ -7,9 +7,9 @@ create cgroups with the `memory` and `pids` controllers, every command gets a
 cgroup of its own, made here before it starts and removed after it ends:
 
 * where: the runner's own cgroup (from /proc/self/cgroup) when its
-  `cgroup.subtree_control` already enables both controllers, else its parent
-  when that one does (then the runner's cgroup offers them in
-  `cgroup.controllers`). The runner never enables controllers itself: its
+  `cgroup.subtree_control` already enables both controllers, else the nearest
+  ancestor whose subtree does (usually the parent: then the runner's cgroup
+  offers them in `cgroup.controllers`). The runner never enables controllers itself: its
   own cgroup holds processes (its own), and cgroup v2's no-internal-process
   rule forbids enabling controllers for the children of such a cgroup; an
   ancestor's configuration belongs to whoever set it up;
@@ -106,25 +106,24 @@ def delegation_parent(root: Path, self_cgroup: Path = SELF_CGROUP, mount_root: s
     """The cgroup under which commands get cgroups of their own, with memory and pids limits.
 
     The runner's own cgroup when its subtree already enables both controllers,
-    else its parent when that one does; anything else raises CgroupUnavailable
-    naming what is missing.
+    else the nearest ancestor (inside `root`) whose subtree does; anything else
+    raises CgroupUnavailable naming what is missing.
     """
     own = own_cgroup(root, self_cgroup, mount_root)
     wanted = set(REQUIRED_CONTROLLERS)
-    if wanted <= _words(own / "cgroup.subtree_control"):
-        parent = own
-    else:
+    parent: Path | None = own
+    while parent is not None and not wanted <= _words(parent / "cgroup.subtree_control"):
+        parent = parent.parent if parent != root else None  # the nearest ancestor that enables both
+    if parent is None:
         offered = _words(own / "cgroup.controllers")
         missing = sorted(wanted - offered)
         if missing:
             listed = " ".join(sorted(offered)) or "none"
             raise CgroupUnavailable(f"cgroup v2 at {root} offers no {' or '.join(missing)} controller to this process "
                                     f"(controllers: {listed})")  # fmt: skip
-        if own == root:
-            raise CgroupUnavailable(f"this process's cgroup {own} is the top of the visible hierarchy and holds "
-                                    "processes, so it cannot enable controllers for children (run the runner in a "
-                                    "leaf cgroup below it)")  # fmt: skip
-        parent = own.parent  # own offers both controllers, so its parent's subtree enables them
+        raise CgroupUnavailable(f"this process's cgroup {own} is the top of the visible hierarchy and holds "
+                                "processes, so it cannot enable controllers for children (run the runner in a "
+                                "leaf cgroup below it)")  # fmt: skip
     if not os.access(parent, os.W_OK | os.X_OK):
         raise CgroupUnavailable(f"cannot create cgroups in {parent} (not writable by this user)")
     return parent

@@ -120,11 +120,12 @@ class Limits:
     data_bytes: int | None = None  # RLIMIT_DATA: private writable memory (host memory of a CUDA program)
     processes: int = 512  # RLIMIT_NPROC and cgroup pids.max: processes and threads
     open_files: int = 4096  # RLIMIT_NOFILE
+    cgroup_memory_bytes: int | None = None  # cgroup memory.max; None: the data limit, else the address space limit
 
     @property
     def memory_bytes(self) -> int | None:
-        """Host memory of the command in its cgroup (memory.max): the data limit, else the address space limit."""
-        return self.data_bytes or self.address_space_bytes
+        """Host memory of the command in its cgroup (memory.max)."""
+        return self.cgroup_memory_bytes or self.data_bytes or self.address_space_bytes
 
 
 COMPILE_LIMITS = Limits(file_size_bytes=512 * MiB, address_space_bytes=16 * GiB)

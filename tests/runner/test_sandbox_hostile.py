@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -20,13 +21,17 @@ import textwrap
 import threading
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from runner import sandbox
+from runner.cgroup import cgroup_parent
 from runner.evidence import read_jsonl
 from runner.sandbox import (
     ISOLATION_BWRAP,
+    ISOLATION_NONE,
     GiB,
     Limits,
     MiB,
@@ -36,6 +41,7 @@ from runner.sandbox import (
     run_process,
     runner_settings,
 )
+from runner.settings import CGROUP_REQUIRE, RunnerSettings
 from runner.toolchain import Toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -419,3 +425,143 @@ def test_a_cupy_program_runs_in_the_sandbox(tmp_path: Path, toolchain: Toolchain
     run = [r for r in report.records if r.step == "run"]
     assert [r.status for r in run] == ["pass"], [r.message + r.output[-2000:] for r in run]
     assert run[0].isolation == ISOLATION_BWRAP
+
+
+# -- cgroup v2 limits (memory.max, pids.max) where the runner can create cgroups: the H200 node -------------------------
+
+
+def _cgroup_required(monkeypatch: pytest.MonkeyPatch | None = None) -> RunnerSettings:
+    """The settings with KERNELWIKI_CGROUP=require (nothing runs unbounded if a cgroup cannot be made after all);
+    skipped where no cgroup v2 with memory and pids can be created (this CPU machine: hugetlb only)."""
+    parent, problem = cgroup_parent(runner_settings().cgroup_root)
+    if parent is None:
+        pytest.skip(f"no writable cgroup v2 with memory and pids here: {problem}")
+    settings = replace(runner_settings(), cgroup=CGROUP_REQUIRE)
+    if monkeypatch is not None:  # for verify(), which reads the process-wide settings
+        monkeypatch.setattr(sandbox, "_settings", [settings])
+    return settings
+
+
+@pytest.mark.gpu
+def test_memory_max_kills_a_200_gib_allocation_that_no_data_limit_stops(tmp_path: Path) -> None:
+    """No RLIMIT_DATA at all: malloc(200 GiB) succeeds (overcommit), touching it is stopped by memory.max alone."""
+    settings = _cgroup_required()
+    limits = Limits(file_size_bytes=256 * MiB, address_space_bytes=None, data_bytes=None, cgroup_memory_bytes=4 * GiB)
+    started = time.monotonic()
+    res = _bwrap([sys.executable, "-c", "b = bytearray(200 << 30)\nb[::4096] = b'x' * len(b[::4096])\nprint('touched 200 GiB')"],
+                 tmp_path, 60, limits=limits, settings=settings)  # fmt: skip
+    elapsed = time.monotonic() - started
+    print(json.dumps({"elapsed_s": round(elapsed, 2), "signal": res.signal, "cgroup": vars(res.cgroup) if res.cgroup else None}))
+    assert res.cgroup is not None and res.limits_in_force.startswith("cgroup v2 memory.max 4 GiB"), res.limits_in_force
+    assert not res.timed_out and elapsed < 20 and "touched 200 GiB" not in res.output
+    assert res.cgroup.oom_kills >= 1 and res.signal == signal.SIGKILL
+    assert resource_limit_hit(res, limits) == (
+        f"host memory limit (cgroup memory.max 4 GiB) reached: the kernel killed {res.cgroup.oom_kills} process(es) of it"
+    )
+
+
+@pytest.mark.gpu
+def test_a_shared_mapping_passes_the_data_limit_but_not_memory_max(tmp_path: Path) -> None:
+    """MAP_SHARED anonymous memory is not counted by RLIMIT_DATA (set here, 4 GiB): without the cgroup this
+    would fill the host's memory; with it the kernel stops it at memory.max."""
+    settings = _cgroup_required()
+    limits = Limits(file_size_bytes=256 * MiB, address_space_bytes=None, data_bytes=4 * GiB)
+    program = ("import mmap\nm = mmap.mmap(-1, 200 << 30, flags=mmap.MAP_SHARED)\nprint('mapped', flush=True)\n"
+               "for i in range(0, len(m), 4096):\n    m[i] = 1\nprint('touched 200 GiB')\n")  # fmt: skip
+    started = time.monotonic()
+    res = _bwrap([sys.executable, "-c", program], tmp_path, 60, limits=limits, settings=settings)
+    elapsed = time.monotonic() - started
+    print(json.dumps({"elapsed_s": round(elapsed, 2), "signal": res.signal, "cgroup": vars(res.cgroup) if res.cgroup else None}))
+    assert "mapped" in res.output and "touched 200 GiB" not in res.output, res.output[-2000:]
+    assert not res.timed_out and elapsed < 30
+    assert res.cgroup is not None and res.cgroup.oom_kills >= 1
+    assert resource_limit_hit(res, limits).startswith("host memory limit (cgroup memory.max 4 GiB) reached")  # type: ignore[union-attr]
+
+
+@pytest.mark.gpu
+def test_pids_max_caps_a_thousand_forks_even_where_root_ignores_the_process_rlimit(tmp_path: Path) -> None:
+    """Under `none` a root runner's command is root, which RLIMIT_NPROC does not bind: pids.max still does."""
+    settings = _cgroup_required()
+    marker = f"{uuid.uuid4().int % 10**6 + 1000}.{os.getpid() % 1000 + 3}"
+    program = textwrap.dedent(f"""
+        import os, sys
+        made = 0
+        for i in range(1000):
+            try:
+                pid = os.fork()
+            except OSError as e:
+                print(f"fork failed after {{made}}: {{e}}", flush=True)
+                sys.exit(1)
+            if pid == 0:
+                os.execvp("sleep", ["sleep", "{marker}"])
+            made += 1
+        print("all 1000 forks made", flush=True)
+    """)
+    limits = Limits(processes=200)
+    res = run_process([sys.executable, "-c", program], tmp_path, 60, limits=limits, isolation=ISOLATION_NONE, settings=settings)
+    assert res.error is None and res.cgroup is not None, res.error
+    assert "fork failed after" in res.output and "all 1000" not in res.output, res.output[-2000:]
+    assert int(res.output.split("fork failed after ")[1].split(":")[0]) < 200
+    if os.geteuid() == 0:  # root: only the cgroup can have refused the fork
+        assert res.cgroup.pids_max_hits >= 1
+        assert resource_limit_hit(res, limits) == "process limit (cgroup pids.max 200 processes and threads) reached"
+    time.sleep(0.3)
+    assert _live_with(f"sleep {marker}") == []
+
+
+CGROUP_CUDA = r"""
+```cuda run output="sum 4096"
+#include <cstdio>
+__global__ void fill(int* p) { p[blockIdx.x * blockDim.x + threadIdx.x] = 1; }
+int main() {
+  int* d; cudaMalloc(&d, 4096 * sizeof(int)); fill<<<16, 256>>>(d);
+  int h[4096]; cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+  long s = 0; for (int i = 0; i < 4096; ++i) s += h[i];
+  printf("sum %ld\n", s); return cudaGetLastError() == cudaSuccess && s == 4096 ? 0 : 1;
+}
+```
+
+```cuda run
+#include <cstdio>
+#include <sys/mman.h>
+int main() {
+  if (cudaFree(0) != cudaSuccess) { printf("no CUDA\n"); return 3; }
+  size_t big = 200ull << 30;
+  char* m = (char*)mmap(nullptr, big, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) { perror("mmap of 200 GiB"); return 1; }
+  printf("mapped\n"); fflush(stdout);
+  for (size_t i = 0; i < big; i += 4096) m[i] = 1;
+  printf("touched 200 GiB\n");
+  return 0;
+}
+```
+"""
+
+
+@pytest.mark.gpu
+def test_cuda_programs_run_in_their_cgroup_and_a_shared_200_gib_mapping_is_killed_at_memory_max(
+    tmp_path: Path, toolchain: Toolchain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through verify(), as the wiki's programs run: a normal CUDA program passes inside memory.max 8 GiB and
+    pids.max 512 (its record names them and its peak), and a program that maps 200 GiB of shared memory
+    (which RLIMIT_DATA does not count) after cudaFree(0) fails as a resource limit in seconds."""
+    from runner.gpus import discover_gpus
+    from runner.verify import verify
+    from snippets import extract_snippets
+
+    _cgroup_required(monkeypatch)
+    gpus = discover_gpus()
+    if not gpus:
+        pytest.skip("no NVIDIA GPU here")
+    major, minor = gpus[0].compute_capability.split(".")
+    arch = f"sm{major}{minor}" + ("a" if int(major) >= 9 else "")
+    snippets, _ = extract_snippets("c", "c.md", CGROUP_CUDA, 1, [arch])
+    report = verify(".", snippets=snippets, toolchain=toolchain, cache_dir=tmp_path, use_cache=False, isolation=ISOLATION_BWRAP)
+    good, hog = [r for r in report.records if r.step == "run"]
+    print(json.dumps({"good": [good.status, good.resources, good.duration_s], "hog": [hog.status, hog.message, hog.duration_s]}))
+    limits = run_limits(runner_settings())
+    assert good.status == "pass", good.message + good.output[-2000:]
+    assert good.resources["limits"].startswith(f"cgroup v2 memory.max {limits.data_bytes / GiB:g} GiB (no swap), pids.max 512;")
+    assert good.resources.get("host_memory_peak_bytes", 1) > 0  # memory.peak: kernels 5.19+
+    assert hog.status == "fail" and hog.error_kind == "resource limit", hog.message
+    assert "cgroup memory.max" in hog.message and hog.duration_s < 30 and "touched 200 GiB" not in hog.output
