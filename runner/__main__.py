@@ -56,11 +56,17 @@ def main(argv: list[str] | None = None) -> int:
         from runner.sandbox import isolation_problem, runner_settings
         from runner.toolchain import discover_toolchain
 
+        from runner.cgroup import cgroup_parent
+
         settings = runner_settings()
         levels = {level: isolation_problem(level) or "works" for level in (ISOLATION_BWRAP, ISOLATION_UNSHARE)}
+        parent, problem = cgroup_parent(settings.cgroup_root)
+        cgroup = f"works: each command gets a cgroup below {parent}" if parent else f"not usable: {problem}"
         print(json.dumps({"toolchain": discover_toolchain(args.nvcc).to_dict(),
                           "gpus": [g.to_dict() for g in discover_gpus()],
-                          "isolation": {"setting": settings.isolation, **levels}}, indent=2))  # fmt: skip
+                          "isolation": {"setting": settings.isolation, **levels},
+                          "limits": {"cgroup setting": settings.cgroup, "cgroup v2": cgroup,
+                                     "run memory": settings.run_memory_bytes}}, indent=2))  # fmt: skip
         return 0
     if args.command == "snippets":
         snippets, problems = load_snippets(Path(args.wiki), args.page or None)
