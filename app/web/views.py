@@ -24,7 +24,7 @@ from app.web.render import Segment, render_body, toc_items
 from app.web.state import WebState
 
 HOME_PAGE_SIZE = 100  # page cards per home page window
-DASHBOARD_PAGE_SIZE = 100  # snippet × target rows per evidence dashboard window
+DASHBOARD_PAGE_SIZE = 50  # snippet × target rows per evidence dashboard window (each reads its snippet's evidence)
 KNOWN_META = {"id", "title", "type", "architectures", "languages", "tags", "aliases", "confidence",
               "evidence_level", "evidence_basis", "related", "sources"}  # fmt: skip
 
@@ -210,16 +210,29 @@ class RowKey(NamedTuple):
     status: str
 
 
-def dashboard_keys(store: Store, web: WebState, conn: Connection) -> list[RowKey]:
-    """Every snippet × target row, failures first, as compact keys; built once per data version."""
+@dataclass(frozen=True)
+class DashboardIndex:
+    """Every snippet × target row as compact keys (failures first), and what the unfiltered page shows."""
+
+    keys: list[RowKey]
+    targets: list[str]  # every target with a row, sm_90a before sm_100a
+    pages: list[tuple[str, str]]  # (id, title) of pages with rows, by title; at most 1000 (the picker)
+    statuses: Counter[str]  # rows per status, unfiltered
+
+
+def dashboard_index(store: Store, web: WebState, conn: Connection) -> DashboardIndex:
+    """Built once per data version: a request then filters and pages keys, reading only its window."""
     version = evidence_status.data_version(conn)
 
-    def build() -> list[RowKey]:
-        keys = [
+    def build() -> DashboardIndex:
+        keys = sorted(
             RowKey(rank(r.target.status), s.page_id, s.position, target_order(r.target.target), s.id, r.target.target, r.target.status)
             for s in store.evidence.snippets_with_evidence(conn) for r in dashboard_rows(s, "")
-        ]  # fmt: skip
-        return sorted(keys)
+        )  # fmt: skip
+        targets = sorted({k.target for k in keys if k.target != "—"}, key=target_order)
+        titles = queries.page_titles(conn, sorted({k.page_id for k in keys})[:1000])
+        pages = sorted(titles.items(), key=lambda p: p[1].lower())
+        return DashboardIndex(keys, targets, pages, Counter(k.status for k in keys))
 
     return web.snippets.get_or_make(("dashboard", version), build)
 
@@ -233,17 +246,16 @@ def dashboard_view(
     Only the window's snippets are read with their evidence; the keys are rebuilt when the data changes.
     """
     with store.connection(conn) as conn:
-        keys = dashboard_keys(store, web, conn)
-        all_targets = sorted({k.target for k in keys if k.target != "—"}, key=target_order)
-        chosen = [k for k in keys if (not target or k.target == target) and (not page or k.page_id == page)]
-        statuses = Counter(k.status for k in chosen)
+        index = dashboard_index(store, web, conn)
+        chosen = index.keys
+        if target or page:
+            chosen = [k for k in chosen if (not target or k.target == target) and (not page or k.page_id == page)]
+        statuses = Counter(k.status for k in chosen) if (target or page) else index.statuses
         if status:
             chosen = [k for k in chosen if k.status == status]
         window = chosen[offset : offset + limit]
         ids = sorted({k.snippet_id for k in window})
         snippets = {s.id: s for s in store.evidence.snippets_with_evidence(conn, ids=ids)} if ids else {}
-        page_ids = sorted({k.page_id for k in keys})
-        titles = queries.page_titles(conn, page_ids[:1000])  # the page picker offers at most 1000
         window_titles = queries.page_titles(conn, sorted({k.page_id for k in window}))
         latest = queries.latest_run(conn)
     rows = []
@@ -253,6 +265,5 @@ def dashboard_view(
             continue
         title = window_titles.get(s.page_id, s.page_id)
         rows.append(sketch_or_invalid_row(s, title) if k.target == "—" else DashboardRow(s, title, target_evidence(k.target, s.evidence.get(k.target, []), s.target_status.get(k.target))))
-    pages = sorted(titles.items(), key=lambda p: p[1].lower())
     ordered = {st: statuses[st] for st in STATUS_ORDER if statuses.get(st)}
-    return DashboardView(rows, len(chosen), ordered, all_targets, pages, latest, offset, limit)
+    return DashboardView(rows, len(chosen), ordered, index.targets, index.pages, latest, offset, limit)
