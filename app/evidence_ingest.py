@@ -16,9 +16,11 @@ import json
 import math
 import re
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+from runner.status import RECORD_STATUSES, STEP_ORDER
 
 OUTPUT_MAX_BYTES = 64 * 1024
 """`output` above this is kept as head and tail (half each) around an omission marker."""
@@ -27,9 +29,11 @@ MESSAGE_MAX_BYTES = 4 * 1024
 STRUCT_MAX_BYTES = 16 * 1024
 """`resources` and `checks` as JSON may not be larger than this."""
 MAX_CHECKS = 200
+COMMAND_MAX_BYTES = 8 * 1024
+"""`command` (the exact command line of the step) may not be longer than this."""
+MAX_WARNINGS = 64
+"""At most this many compiler warnings per record."""
 
-STATUSES = ("pass", "fail", "xfail", "timeout", "error", "skipped", "unverified")
-STEPS = ("compile", "run", "sass", "ptx", "check")
 STAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 """The stored form of every timestamp: fixed width, UTC, so text order is time order."""
 
@@ -91,8 +95,8 @@ class EvidenceIn(BaseModel):
     snippet_id: Id = Field(description="`PAGE_ID:N`; must exist in the index")
     page_id: Id = Field(description="the page the snippet is on; must match the snippet")
     target: Annotated[str, Field(min_length=1, max_length=32)]
-    step: Literal["compile", "run", "sass", "ptx", "check"]
-    status: Literal["pass", "fail", "xfail", "timeout", "error", "skipped", "unverified"]
+    step: str = Field(description=f"one of {', '.join(STEP_ORDER)} (runner/status.py)")
+    status: str = Field(description=f"one of {', '.join(RECORD_STATUSES)} (runner/status.py)")
     content_hash: Annotated[str, Field(min_length=1, max_length=128)]
     timestamp: Stamp = Field(description="RFC 3339 time of the observation, with a time zone")
     message: str = Field(default="", description=f"first error or reason; cut to {MESSAGE_MAX_BYTES} bytes")
@@ -114,8 +118,28 @@ class EvidenceIn(BaseModel):
     gpu_name: Short | None = None
     compute_capability: Annotated[str, Field(max_length=16)] | None = None
     driver_version: Annotated[str, Field(max_length=64)] | None = None
+    command: Annotated[str, Field(max_length=COMMAND_MAX_BYTES)] = Field(
+        default="", description="the exact command line of the step (compiler flags included), to reproduce it"
+    )
+    warnings: Annotated[list[Annotated[str, Field(max_length=MESSAGE_MAX_BYTES)]], Field(max_length=MAX_WARNINGS)] = Field(
+        default_factory=list, description="compiler messages that change what a pass means (an instruction ignored, performance lost)"
+    )
     job_id: Annotated[int, Field(ge=0)] | None = Field(default=None, description="the queue job that produced it (app/worker.py)")
     worker: Short | None = Field(default=None, description="the GPU worker that produced it")
+
+    @field_validator("step")
+    @classmethod
+    def _known_step(cls, value: str) -> str:
+        if value not in STEP_ORDER:
+            raise ValueError(f"must be one of {', '.join(STEP_ORDER)}")
+        return value
+
+    @field_validator("status")
+    @classmethod
+    def _known_status(cls, value: str) -> str:
+        if value not in RECORD_STATUSES:
+            raise ValueError(f"must be one of {', '.join(RECORD_STATUSES)}")
+        return value
 
     @field_validator("duration_s")
     @classmethod
