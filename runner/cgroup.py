@@ -140,6 +140,7 @@ class CgroupUsage:
     memory_max_hits: int = 0  # times usage reached memory.max (reclaim, not necessarily a kill)
     pids_max_hits: int = 0  # fork/clone calls refused at pids.max
     memory_peak: int | None = None  # bytes (memory.peak, kernels 5.19+)
+    no_swap: bool = True  # memory.swap.max is 0 (False: no swap accounting here, the file was missing)
 
 
 def _counters(path: Path) -> dict[str, int]:
@@ -170,6 +171,7 @@ class RunCgroup:
 
     def __init__(self, path: Path, memory_max: int, pids_max: int) -> None:
         self.path, self.memory_max, self.pids_max = path, memory_max, pids_max
+        self.no_swap = False
 
     @classmethod
     def create(cls, parent: Path, memory_bytes: int, pids: int) -> RunCgroup:
@@ -190,6 +192,7 @@ class RunCgroup:
         for name, value in (("memory.swap.max", "0"), ("memory.oom.group", "1")):
             try:  # absent without swap accounting / on old kernels: memory.max still holds
                 _write(path / name, value)
+                group.no_swap = group.no_swap or name == "memory.swap.max"
             except OSError:
                 pass
         return group
@@ -209,7 +212,8 @@ class RunCgroup:
         except OSError:
             pass
         return CgroupUsage(str(self.path), self.memory_max, self.pids_max, oom_kills=memory.get("oom_kill", 0),
-                           memory_max_hits=memory.get("max", 0), pids_max_hits=pids.get("max", 0), memory_peak=peak)  # fmt: skip
+                           memory_max_hits=memory.get("max", 0), pids_max_hits=pids.get("max", 0), memory_peak=peak,
+                           no_swap=self.no_swap)  # fmt: skip
 
     def populated(self) -> bool:
         """Does a process still live in it? (cgroup.events; a tree without that file is never populated.)"""

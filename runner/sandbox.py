@@ -683,7 +683,8 @@ def describe_limits(limits: Limits, cgroup: CgroupUsage | None, why_not: str = "
     rlimits += [f"RLIMIT_NPROC {limits.processes}", f"RLIMIT_NOFILE {limits.open_files}",
                 f"RLIMIT_FSIZE {_size(limits.file_size_bytes)}"]  # fmt: skip
     if cgroup is not None:
-        return f"cgroup v2 memory.max {_size(cgroup.memory_max)} (no swap), pids.max {cgroup.pids_max}; " + ", ".join(rlimits)
+        swap = " (no swap)" if cgroup.no_swap else ""
+        return f"cgroup v2 memory.max {_size(cgroup.memory_max)}{swap}, pids.max {cgroup.pids_max}; " + ", ".join(rlimits)
     return ", ".join(rlimits) + (f"; cgroup v2 not used: {why_not}" if why_not else "")
 
 

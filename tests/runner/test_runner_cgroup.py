@@ -164,6 +164,7 @@ def test_a_command_cgroup_gets_memory_swap_oom_group_and_pids_limits(tmp_path: P
     assert group.path.parent == parent and group.path.name.startswith(f"{RUN_PREFIX}{os.getpid()}-")
     written = {name: (group.path / name).read_text() for name in ("memory.max", "memory.swap.max", "memory.oom.group", "pids.max")}
     assert written == {"memory.max": str(8 * GiB), "memory.swap.max": "0", "memory.oom.group": "1", "pids.max": "512"}
+    assert group.usage().no_swap
     second = RunCgroup.create(parent, GiB, 8)
     assert second.path != group.path
 
@@ -225,6 +226,7 @@ def test_the_limits_in_force_are_described_for_the_evidence() -> None:
     usage = CgroupUsage("/cg/x", 8 * GiB, 512)
     assert describe_limits(limits, usage) == ("cgroup v2 memory.max 8 GiB (no swap), pids.max 512; RLIMIT_DATA 8 GiB, "
                                               "RLIMIT_NPROC 512, RLIMIT_NOFILE 4096, RLIMIT_FSIZE 256 MiB")  # fmt: skip
+    assert describe_limits(limits, CgroupUsage("/cg/x", GiB, 64, no_swap=False)).startswith("cgroup v2 memory.max 1 GiB, pids.max 64; ")
     assert describe_limits(limits, None, "cgroup v2 at /x offers no memory controller").endswith(
         "RLIMIT_FSIZE 256 MiB; cgroup v2 not used: cgroup v2 at /x offers no memory controller"
     )
