@@ -41,13 +41,16 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from app.db import chunks
-from app.models import PageRow, SectionRow, StateRow
+from app.models import PageRow, SectionRow
 from app.schemas import SearchPublic, SearchResult, SectionRef
 from app.text import MAX_WORD, WORD_PATTERN, arch_forms, excerpt, extras, fold, phrases, question_words, root, words as words_of
 
 PAGE_FIELDS = {"title": 10.0, "aliases": 10.0, "tags": 5.0, "headings": 3.0, "body": 1.0}
 """Searched page fields and their boosts: title and aliases above tags, tags above headings, headings above body."""
 SECTION_FIELDS = {"heading": 3.0, "text": 1.0}
+SECTION_SOURCE = {"heading": "headings", "text": "body"}
+"""The page field whose term dictionary a section field's expansions come from."""
+ALL = "*"
 FILTER_FIELDS = ("type", "arch", "tag", "language", "confidence")
 PREFIX_MIN = 3
 """Words at least this long also match the indexed words they begin (`synchroniz` → synchronization)."""
@@ -69,6 +72,14 @@ FACET_TAGS = 30
 RUN_WORDS = 12
 """Query words (from the first) whose runs are compared with aliases and titles."""
 ANALYZER = "kw"
+
+
+GENERATION_SQL = "SELECT value FROM index_state WHERE key = 'generation'"
+"""Asked on every search (plain SQL: no statement compilation on the hot path)."""
+
+
+Variants = dict[str, list[tuple[str, float]]]
+"""Indexed words a query word matches, with their weights, per page field (ALL: asked of every field)."""
 
 
 def minimum_should_match(n: int) -> int:
@@ -104,6 +115,7 @@ def _section_schema() -> Any:
     sb = tantivy.SchemaBuilder()
     sb.add_text_field("page_id", stored=True, tokenizer_name="raw", index_option="basic")
     sb.add_text_field("lead", tokenizer_name="raw", index_option="basic")
+    sb.add_unsigned_field("page_no", fast=True)
     for name in SECTION_FIELDS:
         sb.add_text_field(name, tokenizer_name=ANALYZER, index_option="freq")
     sb.add_bytes_field("data", stored=True)
@@ -156,6 +168,7 @@ class SearchEngine:
         self._cache_lock = threading.Lock()
         self._cache: OrderedDict[tuple[Any, ...], SearchPublic] = OrderedDict()
         self._hashes: dict[str, str] = {}
+        self._page_no: dict[str, int] = {}  # page id → the number its sections carry (a fast field, for grouping)
         self.generation: int | None = None
         self.pages = _Tantivy(_page_schema())
         self.sections = _Tantivy(_section_schema())
@@ -167,18 +180,20 @@ class SearchEngine:
 
     def sync(self, conn: Connection) -> None:
         """Bring the index in line with the SQL index behind `conn` (cheap when the generation did not move)."""
-        generation = conn.execute(select(StateRow.value).where(StateRow.key == "generation")).scalar() or 0
+        generation = conn.exec_driver_sql(GENERATION_SQL).scalar() or 0
         if generation == self.generation:
             return
         with self._lock:
             if generation == self.generation:
                 return
-            current = dict(conn.execute(select(PageRow.id, PageRow.content_hash)).all())
+            # A page's content hash and path: a page is re-added when either changed.
+            current = {pid: f"{h}\0{path}" for pid, h, path in conn.execute(select(PageRow.id, PageRow.content_hash, PageRow.path))}
             changed = sorted(pid for pid, h in current.items() if self._hashes.get(pid) != h)
             removed = sorted(pid for pid in self._hashes if pid not in current)
             if changed or removed:
-                self._apply(conn, changed, removed, rebuild=len(changed) + len(removed) > len(current) // 2)
-                self._hashes = {pid: current[pid] for pid in current if pid in self._hashes or pid in changed}
+                rebuild = len(changed) + len(removed) > len(current) // 2
+                self._apply(conn, sorted(current) if rebuild else changed, removed, rebuild)
+                self._hashes = current
             self.generation = generation
             with self._cache_lock:
                 self._cache.clear()
@@ -187,7 +202,6 @@ class SearchEngine:
         if rebuild:
             self.pages.reset()
             self.sections.reset()
-            self._hashes = {}
         else:
             for pid in changed + removed:
                 self.pages.writer.delete_documents_by_term("id", pid)
@@ -213,6 +227,7 @@ class SearchEngine:
         tags = [str(t) for t in meta.get("tags") or []]
         archs = [str(a) for a in meta.get("architectures") or []]
         languages = [str(lang) for lang in meta.get("languages") or []]
+        number = self._page_no.setdefault(row.id, len(self._page_no))
         doc = tantivy.Document()
         doc.add_text("id", row.id)
         title = f"{row.title} {row.id}"
@@ -231,6 +246,7 @@ class SearchEngine:
             texts.append(f"{sec.text}\n{text_extra}")
             s = tantivy.Document()
             s.add_text("page_id", row.id)
+            s.add_unsigned("page_no", number)
             lead = not lead_done and bool(sec.text.strip() or sec.heading.strip())
             lead_done = lead_done or lead
             s.add_text("lead", "1" if lead else "0")
@@ -242,6 +258,7 @@ class SearchEngine:
         if not lead_done:  # a page without text still answers with a section: its title
             s = tantivy.Document()
             s.add_text("page_id", row.id)
+            s.add_unsigned("page_no", number)
             s.add_text("lead", "1")
             s.add_bytes("data", json.dumps({"heading": row.title, "anchor": "", "text": row.title}).encode())
             self.sections.writer.add_document(s)
@@ -342,7 +359,7 @@ class SearchEngine:
             best = hits[0][0] if hits else 0.0
             hits.insert(0, (best + 1.0, exact))
         window = hits[offset : offset + limit]
-        wanted = {v for w in words for v, _ in variants.get(w, [])}
+        wanted = {term for w in words for terms in variants.get(w, {}).values() for term, _ in terms}
         results = self._results(searcher, window, words, variants, wanted)
         next_q = None
         if offset + limit < total:
@@ -361,28 +378,38 @@ class SearchEngine:
             clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(term, 0.0)))
         return clauses
 
-    def _variants(self, searcher: Any, word: str) -> list[tuple[str, float]]:
-        """The indexed words one query word matches, with weights: itself, its architecture forms, its expansions."""
-        found: dict[str, float] = {word: 1.0}
+    def _variants(self, searcher: Any, word: str) -> Variants:
+        """The indexed words one query word matches, with weights, per field (ALL: every field).
+
+        The word itself and its architecture forms are asked of every field; its
+        prefix and root expansions only of the field whose dictionary holds them.
+        """
+        found: Variants = {ALL: [(word, 1.0)]}
         forms = arch_forms(word)
         for form in forms:
-            found.setdefault(form, 1.0 if form == forms[0] else FAMILY_WEIGHT)
+            if form != word:
+                found[ALL].append((form, 1.0 if form == forms[0] else FAMILY_WEIGHT))
         if len(word) >= PREFIX_MIN and not forms:
             stem = root(word) or word  # a prefix of the word: one walk finds the word's extensions and its relatives
             for name in PAGE_FIELDS:
-                for term, _n in searcher.terms_with_prefix(name, stem, limit=PREFIX_EXPANSIONS):
-                    found.setdefault(term, PREFIX_WEIGHT if term.startswith(word) else ROOT_WEIGHT)
-        return list(found.items())
+                terms = [
+                    (term, PREFIX_WEIGHT if term.startswith(word) else ROOT_WEIGHT)
+                    for term, _n in searcher.terms_with_prefix(name, stem, limit=PREFIX_EXPANSIONS + 1)
+                    if term != word
+                ]  # fmt: skip
+                if terms:
+                    found[name] = terms[:PREFIX_EXPANSIONS]
+        return found
 
-    def _word_clause(self, schema: Any, fields: dict[str, float], variants: list[tuple[str, float]]) -> Any:
+    def _word_clause(self, schema: Any, fields: dict[str, float], variants: Variants, source: dict[str, str] | None = None) -> Any:
         subs = [
             (tantivy.Occur.Should, tantivy.Query.boost_query(tantivy.Query.term_query(schema, name, term), boost * weight))
             for name, boost in fields.items()
-            for term, weight in variants
+            for term, weight in variants[ALL] + variants.get((source or {}).get(name, name), [])
         ]
         return tantivy.Query.boolean_query(subs)
 
-    def _page_query(self, words: list[str], variants: dict[str, list[tuple[str, float]]], must: list[Any], at_least: int,
+    def _page_query(self, words: list[str], variants: dict[str, Variants], must: list[Any], at_least: int,
                     runs: list[str] | None = None) -> Any:  # fmt: skip
         """Pages with at least `at_least` of the words; a run of query words that is a page's alias or title scores extra."""
         schema = self.pages.schema
@@ -402,16 +429,15 @@ class SearchEngine:
         needle = query.strip().lower()
         if not needle or len(needle) > MAX_WORD:
             return None
-        for field in ("id", "alias_exact", "title_exact"):
-            q = tantivy.Query.term_query(schema, field, needle)
-            if must:
-                q = tantivy.Query.boolean_query([(tantivy.Occur.Must, q), *must])
-            found = searcher.search(q, limit=1, count=False)
-            if found.hits:
-                return found.hits[0][1]
-        return None
+        # One search: an id match outranks an alias match, which outranks a title match.
+        names = tantivy.Query.boolean_query([
+            (tantivy.Occur.Should, tantivy.Query.const_score_query(tantivy.Query.term_query(schema, field, needle), rank))
+            for field, rank in (("id", 3.0), ("alias_exact", 2.0), ("title_exact", 1.0))
+        ])  # fmt: skip
+        found = searcher.search(tantivy.Query.boolean_query([(tantivy.Occur.Must, names), *must]), limit=1, count=False)
+        return found.hits[0][1] if found.hits else None
 
-    def _correct(self, searcher: Any, words: list[str], variants: dict[str, list[tuple[str, float]]]) -> list[str]:
+    def _correct(self, searcher: Any, words: list[str], variants: dict[str, Variants]) -> list[str]:
         """Unknown words replaced by the most common indexed word within their edit limit (bounded work)."""
         deadline = time.perf_counter() + self.typo_budget_s
         fixed = list(words)
@@ -430,8 +456,8 @@ class SearchEngine:
                     break
         return fixed
 
-    def _known(self, searcher: Any, variants: list[tuple[str, float]]) -> bool:
-        return len(variants) > 1 or any(searcher.doc_freq(name, variants[0][0]) for name in PAGE_FIELDS)
+    def _known(self, searcher: Any, variants: Variants) -> bool:
+        return len(variants) > 1 or len(variants[ALL]) > 1 or any(searcher.doc_freq(name, variants[ALL][0][0]) for name in PAGE_FIELDS)
 
     def _facets(self, searcher: Any, page_query: Any, must: list[Any], exact: Any) -> dict[str, dict[str, int]]:
         if page_query is None and exact is None:
@@ -448,7 +474,7 @@ class SearchEngine:
         return {name: {b["key"]: b["doc_count"] for b in found[name]["buckets"]} for name in spec}
 
     def _results(self, searcher: Any, window: list[tuple[float, Any]], words: list[str],
-                 variants: dict[str, list[tuple[str, float]]], wanted: set[str]) -> list[SearchResult]:  # fmt: skip
+                 variants: dict[str, Variants], wanted: set[str]) -> list[SearchResult]:  # fmt: skip
         if not window:
             return []
         pages = [(score, json.loads(bytes(searcher.doc(addr)["data"][0]))) for score, addr in window]
@@ -465,7 +491,7 @@ class SearchEngine:
             ))  # fmt: skip
         return out
 
-    def _best_sections(self, ids: list[str], words: list[str], variants: dict[str, list[tuple[str, float]]]) -> dict[str, dict[str, str]]:
+    def _best_sections(self, ids: list[str], words: list[str], variants: dict[str, Variants]) -> dict[str, dict[str, str]]:
         """Each page's best-matching section, or its first section with text."""
         sections = self.sections
         schema = sections.schema
@@ -473,14 +499,19 @@ class SearchEngine:
         best: dict[str, dict[str, str]] = {}
         if words:
             text = tantivy.Query.boolean_query(
-                [(tantivy.Occur.Should, self._word_clause(schema, SECTION_FIELDS, variants[w])) for w in words]
+                [(tantivy.Occur.Should, self._word_clause(schema, SECTION_FIELDS, variants[w], SECTION_SOURCE)) for w in words]
             )
             found = sections.searcher.search(tantivy.Query.boolean_query([within, (tantivy.Occur.Must, text)]), limit=len(ids) * 16, count=False)
-            for _score, addr in found.hits:
-                doc = sections.searcher.doc(addr)
-                pid = doc["page_id"][0]
-                if pid not in best:
-                    best[pid] = json.loads(bytes(doc["data"][0]))
+            addrs = [addr for _score, addr in found.hits]
+            # Group by the page's number (a fast field), and read only the chosen sections' stored data.
+            numbers = {self._page_no[pid]: pid for pid in ids if pid in self._page_no}
+            chosen: dict[str, Any] = {}
+            for no, addr in zip(sections.searcher.fast_field_values("page_no", addrs), addrs):
+                pid = numbers.get(no)
+                if pid is not None and pid not in chosen:
+                    chosen[pid] = addr
+            for pid, addr in chosen.items():
+                best[pid] = json.loads(bytes(sections.searcher.doc(addr)["data"][0]))
         missing = [pid for pid in ids if pid not in best]
         if missing:
             lead = (tantivy.Occur.Must, tantivy.Query.term_query(schema, "lead", "1"))

@@ -26,8 +26,8 @@ WORD = re.compile(WORD_PATTERN)
 SEPARATOR = re.compile(r"\.|::")
 ARCH = re.compile(r"sm_?(\d{2,3})([af]?)")
 """An architecture label, lowercased: sm90, sm_90a, sm100f."""
-NEEDS_EXTRAS = re.compile(r"\w+(?:(?:\.|::)\w+)+|\w*_\w*|(?i:\bsm\d{2,3}[af]?\b)")
-"""Words that get extra index forms: compounds, underscored words, architecture labels (rare; scanned fast)."""
+NEEDS_EXTRAS = re.compile(r"(?<!\w)(?=\w*_|\w+(?:\.|::)\w|(?i:sm_?\d))\w+(?:(?:\.|::)\w+)*")
+"""Words that get extra index forms: compounds, underscored words, architecture labels (tried at word starts only)."""
 
 MAX_TERMS = 32
 """Query words beyond this are dropped: a 10 kB query is cut, not refused."""
@@ -81,8 +81,22 @@ def word_forms(word: str) -> list[str]:
     return [f for f in dict.fromkeys(forms) if f and f != word]
 
 
+ARCH_HINT = re.compile(r"sm_?\d", re.IGNORECASE)
+
+
+def _plain(text: str) -> bool:
+    """True when `text` has no identifier that needs extra forms (string scans only: most prose is plain)."""
+    if "_" in text or ":" in text:
+        return False
+    if "." in text and "." in text.replace(". ", " ").replace(".\n", "\n").rstrip(".`'\")\n "):
+        return False  # a dot inside a word: cp.async, 3.5
+    return ("sm" not in text and "SM" not in text and "Sm" not in text) or ARCH_HINT.search(text) is None
+
+
 def extras(text: str) -> str:
     """The extra index forms of every identifier in `text`, space-separated ('' when there are none)."""
+    if _plain(text):
+        return ""
     found: list[str] = []
     for match in NEEDS_EXTRAS.finditer(text):
         token = match.group(0)

@@ -78,3 +78,65 @@ def test_every_bundled_page_renders_cleanly_and_screenshots(browser: Any, tmp_pa
         assert tab.evaluate("document.documentElement.scrollWidth") <= 390
         shoot(tab, "wiki-page-phone-dark")
         phone.close()
+
+
+# -- search over the bundled wiki: what engineers and agents type, keywords and questions --------------------
+
+QUESTIONS = {
+    # user stories: identifiers, aliases and SASS names
+    "cp.async.bulk": "hw-tma", "TMEM": "hw-tmem", "tcgen05.mma": "hw-tcgen05-mma", "wgmma": "hw-wgmma",
+    "UMMA": "hw-tcgen05-mma", "GMMA": "hw-wgmma", "mbarrier": "hw-mbarrier", "setmaxnreg": "hw-setmaxnreg",
+    "tensor memory": "hw-tmem", "UTMALDG": "hw-tma",
+    # plain-English questions: filler words must not force matches onto the wrong page
+    "how do I allocate tensor memory": "hw-tmem",
+    "what is the wgmma instruction shape": "hw-wgmma",
+    "shared memory size": "hw-shared-memory",
+    "what is the maximum dynamic shared memory per block": "hw-shared-memory",
+    "how many registers can a warpgroup release": "hw-setmaxnreg",
+    "how do I avoid bank conflicts in shared memory": "pattern-bank-conflicts",
+    "how big is the L2 cache": "hw-l2-cache",
+    "when should I use split-k": "technique-split-k",
+    "what does tcgen05.ld read": "hw-tmem",
+}
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    from app.store import Store
+
+    if not any((REPO / "wiki").rglob("*.md")):
+        pytest.skip("wiki/ has no pages yet")
+    store = Store(f"sqlite:///{tmp_path_factory.mktemp('bundled') / 'index.db'}")
+    store.create_schema()
+    store.reindex(REPO / "wiki")
+    yield store
+    store.engine.dispose()
+
+
+@pytest.mark.parametrize("query,page", QUESTIONS.items())
+def test_the_bundled_wiki_answers_what_users_type(bundled, query: str, page: str) -> None:  # type: ignore[no-untyped-def]
+    from app.store import Filters
+
+    result = bundled.search(query, Filters())
+    assert result.results and result.results[0].id == page, (query, [r.id for r in result.results[:3]])
+    top = result.results[0]
+    assert top.section is not None and top.snippet.strip()
+
+
+@pytest.mark.parametrize("label", ["sm90a", "SM90", "sm_100a", "sm100a"])
+def test_architecture_labels_as_the_ui_shows_them_find_pages(bundled, label: str) -> None:  # type: ignore[no-untyped-def]
+    from app.store import Filters
+
+    assert bundled.search(label, Filters()).total >= 5
+
+
+def test_bundled_hits_always_have_a_section_an_excerpt_and_whole_word_marks(bundled) -> None:  # type: ignore[no-untyped-def]
+    import re
+
+    from app.store import Filters
+
+    for query in list(QUESTIONS) + ["TMA", "sm_100a", "swizzle", "cluster", "fence.proxy.async"]:
+        for r in bundled.search(query, Filters(), limit=100).results:
+            assert r.section is not None and r.snippet.strip(), (query, r.id)
+            for m in re.finditer(r"(\w?)<mark>(.*?)</mark>(\w?)", r.snippet):
+                assert not m.group(1) and not m.group(3), (query, r.id, r.snippet)

@@ -1,0 +1,246 @@
+"""Search served over HTTP at 10,000 pages: kernelwiki (tantivy) against Datasette (SQLite FTS5), in one run.
+
+    .venv/bin/pip install 'datasette>=0.64,<1'      # or: pip install -e '.[bench]'
+    .venv/bin/python bench/bench_search_serve.py --pages 10000 --seconds 15
+
+Builds bench/bench_index.py's synthetic wiki, indexes it (`kernelwiki index`),
+serves it with `kernelwiki serve` (one process), and serves the same pages'
+titles and bodies with Datasette from an SQLite FTS5 table through the ranked
+query `select id, title, snippet(...) from fts where fts match :q order by
+bm25(fts) limit 10`. `wrk` (apt install wrk) drives each server in turn with:
+
+- hot: the 8-query mix of issue 9, over and over;
+- distinct: 20,000 queries of 1-2 words drawn from the corpus's own word
+  frequencies (seeded), each thread walking the stream from its own offset;
+
+at 8 and at 64 connections. kernelwiki runs with its result cache off
+(KERNELWIKI_SEARCH_CACHE_SIZE=0) for every figure, then once more with the
+cache on for the hot mix (labelled `cached`). Both servers answer the top 10
+with an excerpt; words reach FTS5 quoted ("w1" "w2", an AND), so no query is a
+syntax error there. Errors are wrk's socket errors plus non-2xx answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.bench_index import generate  # noqa: E402
+
+HOT = ["wgmma", "tensor core", "cp.async", "mbarrier parity", "swizzle bank conflict", "tcgen05", "alias4242", "setmaxnreg warpgroup"]
+DISTINCT = 20_000
+WORD = re.compile(r"[a-z][a-z0-9_]+")
+FRONT_MATTER = re.compile(r"\A---\n.*?\n---\n", re.DOTALL)
+KW_BIN = REPO / ".venv" / "bin" / "kernelwiki"
+
+WRK_SCRIPT = r"""
+local queries = {}
+local counter = 0
+local threads = 0
+function setup(thread)
+  thread:set("tid", threads)
+  threads = threads + 1
+end
+function init(args)
+  for line in io.lines(args[1]) do queries[#queries + 1] = line end
+  counter = tid * math.floor(#queries / 4)
+end
+function request()
+  counter = counter + 1
+  return wrk.format("GET", queries[(counter % #queries) + 1])
+end
+function done(summary, latency, requests)
+  io.write(string.format('WRK {"requests": %d, "duration_us": %d, "socket_errors": %d, "status_errors": %d, "timeouts": %d, "p50_us": %d, "p99_us": %d, "max_us": %d}\n',
+    summary.requests, summary.duration, summary.errors.connect + summary.errors.read + summary.errors.write,
+    summary.errors.status, summary.errors.timeout, latency:percentile(50), latency:percentile(99), latency.max))
+end
+"""
+
+
+def corpus_words(root: Path) -> Counter[str]:
+    """Word frequencies of the pages' bodies (front matter left out)."""
+    counts: Counter[str] = Counter()
+    for path in root.rglob("*.md"):
+        counts.update(WORD.findall(FRONT_MATTER.sub("", path.read_text()).lower()))
+    return counts
+
+
+def distinct_stream(counts: Counter[str], n: int, seed: int = 7) -> list[str]:
+    """n queries of one or two words, drawn by the corpus's own word frequencies."""
+    rng = random.Random(seed)
+    words, weights = zip(*counts.items())
+    return [" ".join(rng.choices(words, weights, k=rng.choice((1, 2)))) for _ in range(n)]
+
+
+def fts_copy(index_db: Path, target: Path) -> int:
+    """The same pages' titles and bodies in an SQLite FTS5 table (what Datasette serves)."""
+    src = sqlite3.connect(index_db)
+    dst = sqlite3.connect(target)
+    dst.execute("CREATE VIRTUAL TABLE fts USING fts5(id UNINDEXED, title, body)")
+    rows = src.execute("SELECT id, title, body FROM page").fetchall()
+    dst.executemany("INSERT INTO fts (id, title, body) VALUES (?, ?, ?)", rows)
+    dst.commit()
+    dst.execute("INSERT INTO fts(fts) VALUES ('optimize')")
+    dst.commit()
+    src.close()
+    dst.close()
+    return len(rows)
+
+
+def fts5_expression(query: str) -> str:
+    """Every word quoted: an AND of words that FTS5 cannot read as syntax."""
+    return " ".join('"' + w.replace('"', '""') + '"' for w in query.split())
+
+
+def wait_until(url: str, seconds: float, proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode} before answering {url}")
+        try:
+            r = httpx.get(url, timeout=5)
+            if r.status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"no answer from {url} within {seconds} s")
+
+
+def stop(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def wrk(base: str, paths_file: Path, script: Path, conns: int, seconds: float) -> dict[str, float]:
+    """One wrk run; returns req/s, p50/p99 in ms and the error count."""
+    cmd = ["wrk", "-t", "2", "-c", str(conns), "-d", f"{max(1, round(seconds))}s", "--timeout", "10s", "-s", str(script), base, "--", str(paths_file)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, check=True).stdout
+    line = next(ln for ln in out.splitlines() if ln.startswith("WRK "))
+    data = json.loads(line[4:])
+    seconds_run = data["duration_us"] / 1e6
+    return {
+        "rps": round(data["requests"] / seconds_run, 1),
+        "p50_ms": round(data["p50_us"] / 1000, 2),
+        "p99_ms": round(data["p99_us"] / 1000, 2),
+        "errors": data["socket_errors"] + data["status_errors"] + data["timeouts"],
+        "requests": data["requests"],
+    }
+
+
+def drive(name: str, base: str, files: dict[str, Path], script: Path, seconds: float, runs: list[tuple[str, int]]) -> dict[str, dict[str, float]]:
+    wrk(base, files["hot"], script, 8, 2)  # warm-up
+    results = {}
+    for workload, conns in runs:
+        results[f"{workload}/{conns}"] = r = wrk(base, files[workload], script, conns, seconds)
+        print(f"{name:22} {workload:9} {conns:3} conns: {r['rps']:8.1f} req/s  p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:8.2f} ms  errors {r['errors']}", flush=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pages", type=int, default=10_000)
+    parser.add_argument("--seconds", type=float, default=15.0, help="duration of each wrk run")
+    parser.add_argument("--queries", type=int, default=DISTINCT, help="length of the distinct-query stream")
+    parser.add_argument("--port", type=int, default=8791)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        sys.exit("wrk is not installed (apt install wrk)")
+    datasette = Path(sys.executable).with_name("datasette")
+    if not datasette.exists():
+        sys.exit("Datasette is not installed in this environment: pip install 'datasette>=0.64,<1' (or the [bench] extra)")
+
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        root, evidence = tmp / "wiki", tmp / "evidence"
+        evidence.mkdir()
+        generate(root, args.pages)
+        db = tmp / "index.db"
+        env = {**os.environ, "KERNELWIKI_WIKI": str(root), "KERNELWIKI_DB": f"sqlite:///{db}", "KERNELWIKI_EVIDENCE": str(evidence)}
+        started = time.perf_counter()
+        subprocess.run([str(KW_BIN), "index"], env=env, check=True, timeout=1800, capture_output=True)
+        index_s = time.perf_counter() - started
+        pages = fts_copy(db, tmp / "fts.db")
+        stream = distinct_stream(corpus_words(root), args.queries)
+        script = tmp / "stream.lua"
+        script.write_text(WRK_SCRIPT)
+
+        def paths(name: str, queries: list[str], kind: str) -> Path:
+            path = tmp / f"{kind}-{name}.txt"
+            if kind == "kw":
+                lines = [f"/api/search?limit=10&q={quote(q)}" for q in queries]
+            else:
+                lines = [f"/fts/search.json?_shape=array&q={quote(fts5_expression(q))}" for q in queries]
+            path.write_text("\n".join(lines) + "\n")
+            return path
+
+        kw_files = {"hot": paths("hot", HOT, "kw"), "distinct": paths("distinct", stream, "kw")}
+        ds_files = {"hot": paths("hot", HOT, "ds"), "distinct": paths("distinct", stream, "ds")}
+        runs = [("hot", 8), ("distinct", 8), ("hot", 64), ("distinct", 64)]
+        base = f"http://127.0.0.1:{args.port}"
+        figures: dict[str, dict[str, dict[str, float]]] = {}
+        print(f"{pages} pages indexed by `kernelwiki index` in {index_s:.1f} s; {len(set(stream))} distinct of {len(stream)} stream queries", flush=True)
+
+        for label, cache in (("kernelwiki", "0"), ("kernelwiki cached", "1024")):
+            proc = subprocess.Popen(
+                [str(KW_BIN), "serve", "--port", str(args.port)], env={**env, "KERNELWIKI_SEARCH_CACHE_SIZE": cache},
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            try:
+                wait_until(base + "/api/search?q=warp", 600, proc)
+                figures[label] = drive(label, base, kw_files, script, args.seconds, runs if cache == "0" else [("hot", 8), ("hot", 64)])
+            finally:
+                stop(proc)
+            if label == "kernelwiki":  # Datasette between the two, in the same run
+                (tmp / "metadata.json").write_text(json.dumps({"databases": {"fts": {"queries": {"search": {
+                    "sql": "select id, title, snippet(fts, 2, '<mark>', '</mark>', '…', 24) as excerpt "
+                           "from fts where fts match :q order by bm25(fts) limit 10"}}}}}))  # fmt: skip
+                proc = subprocess.Popen(
+                    [str(datasette), "serve", str(tmp / "fts.db"), "-m", str(tmp / "metadata.json"), "-p", str(args.port),
+                     "--setting", "sql_time_limit_ms", "10000"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                )  # fmt: skip
+                try:
+                    wait_until(base + "/fts/search.json?_shape=array&q=%22warp%22", 120, proc)
+                    figures["datasette"] = drive("datasette (FTS5 bm25)", base, ds_files, script, args.seconds, runs)
+                finally:
+                    stop(proc)
+
+    print("\n| workload | conns | kernelwiki req/s | p50 ms | p99 ms | errors | Datasette req/s | p50 ms | p99 ms | errors | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for workload, conns in runs:
+        k, d = figures["kernelwiki"][f"{workload}/{conns}"], figures["datasette"][f"{workload}/{conns}"]
+        ratio = k["rps"] / d["rps"] if d["rps"] else float("inf")
+        print(f"| {workload} | {conns} | {k['rps']} | {k['p50_ms']} | {k['p99_ms']} | {k['errors']} | {d['rps']} | {d['p50_ms']} | {d['p99_ms']} | {d['errors']} | {ratio:.2f}× |")
+    for key, c in figures["kernelwiki cached"].items():
+        print(f"| {key.split('/')[0]} (cached) | {key.split('/')[1]} | {c['rps']} | {c['p50_ms']} | {c['p99_ms']} | {c['errors']} | | | | | |")
+    result = {"pages": args.pages, "index_s": round(index_s, 1), "seconds": args.seconds, "figures": figures}
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
