@@ -37,6 +37,7 @@ from runner.sandbox import (
     isolation_problem,
     resource_limit_hit,
     run_process,
+    runner_settings,
 )
 from runner.settings import RunnerSettings, normalize_cgroup
 
@@ -312,3 +313,26 @@ def test_a_command_that_cannot_join_its_cgroup_runs_only_when_the_cgroup_is_not_
         assert "could not join its cgroup" in done.stderr
     else:
         assert report["error"] is None and report["exit_code"] == 0 and (tmp_path / "ran").exists()
+
+
+def test_a_run_record_names_the_limits_that_held_it(tmp_path: Path) -> None:
+    """Through verify(): a python `run` block (handed a device description; it never touches a GPU) gets a
+    record whose resources say which mechanisms were in force here: the cgroup where one can be made, else
+    the resource limits and why there was no cgroup."""
+    from runner.gpus import Gpu
+    from runner.verify import verify
+    from snippets import extract_snippets
+
+    snippets, _ = extract_snippets("p", "p.md", '```python run output="ok"\nprint("ok")\n```\n', 1, ["sm90a"])
+    device = Gpu(index=0, name="described device", compute_capability="9.0")
+    report = verify(".", snippets=snippets, cache_dir=tmp_path, use_cache=False, gpus=[device], isolation=ISOLATION_NONE)
+    run = [r for r in report.records if r.step == "run"]
+    assert [r.status for r in run] == ["pass"], [r.message for r in run]
+    limits = run[0].resources["limits"]
+    if runner_settings().cgroup == "off":
+        pytest.skip("KERNELWIKI_CGROUP=off in this environment")
+    parent, problem = cgroup_parent(runner_settings().cgroup_root)
+    if parent is None:
+        assert limits == f"RLIMIT_DATA 8 GiB, RLIMIT_NPROC 512, RLIMIT_NOFILE 4096, RLIMIT_FSIZE 256 MiB; cgroup v2 not used: {problem}"
+    else:
+        assert limits.startswith("cgroup v2 memory.max 8 GiB") and "RLIMIT_DATA 8 GiB" in limits
