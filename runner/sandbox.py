@@ -812,8 +812,6 @@ def resource_limit_hit(res: ProcessResult, limits: Limits) -> str | None:
     if group is not None and group.oom_kills:
         return (f"host memory limit (cgroup memory.max {_size(group.memory_max)}) reached: "
                 f"the kernel killed {group.oom_kills} process(es) of it")  # fmt: skip
-    if group is not None and group.pids_max_hits:
-        return f"process limit (cgroup pids.max {group.pids_max} processes and threads) reached"
     if res.signal == signal.SIGXFSZ or res.exit_code == 128 + signal.SIGXFSZ or "File size limit exceeded" in res.output:
         size = limits.file_size_bytes
         shown = f"{size // MiB} MiB" if size >= MiB else f"{size} bytes"
@@ -823,6 +821,9 @@ def resource_limit_hit(res: ProcessResult, limits: Limits) -> str | None:
         cap = limits.data_bytes or limits.address_space_bytes
         what = "RLIMIT_DATA" if limits.data_bytes else "RLIMIT_AS"
         return f"host memory limit ({what} {cap / GiB:g} GiB) reached" if cap else "host memory exhausted"
+    if group is not None and group.pids_max_hits:  # after the memory signs: a program stopped by its failed
+        # malloc may have run into the process limit before, as the hostile CUDA program does
+        return f"process limit (cgroup pids.max {group.pids_max} processes and threads) reached"
     if _PROCESS_SIGNS.search(text):
         return f"process limit ({limits.processes} processes and threads) reached"
     if _FILES_SIGNS.search(text):

@@ -215,6 +215,10 @@ def test_the_cgroup_counters_name_the_limit_exactly() -> None:
     assert resource_limit_hit(_result(1, None, "spawned 199", refused), limits) == (
         "process limit (cgroup pids.max 200 processes and threads) reached"
     )
+    # both: the failed allocation ended the program, whatever it ran into before
+    assert resource_limit_hit(_result(1, None, "forks 511\nmalloc: Cannot allocate memory", refused), limits) == (
+        "host memory limit (RLIMIT_DATA 8 GiB) reached"
+    )
     # no counter: the resource limits' signs in the output, as without a cgroup
     quiet = CgroupUsage("/cg/x", 8 * GiB, 200, memory_max_hits=5)
     assert resource_limit_hit(_result(1, None, "MemoryError", quiet), limits) == "host memory limit (RLIMIT_DATA 8 GiB) reached"
