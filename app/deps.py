@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
-from typing import Annotated, Iterator
+from typing import Annotated, AsyncIterator
 
 from fastapi import Depends, HTTPException, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy.engine import Connection
+from starlette.concurrency import run_in_threadpool
+from sqlalchemy.engine import Connection, Engine
 
 from app.settings import Settings
 from app.store import Filters, Store
 
 
-def get_store(request: Request) -> Store:
+def app_store(request: Request) -> Store:
     """The app's index; 503 (with the reason) while it cannot be opened."""
     store = request.app.state.store
     if store is None:
@@ -23,24 +25,73 @@ def get_store(request: Request) -> Store:
     return store
 
 
-def get_settings(request: Request) -> Settings:
+async def get_store(request: Request) -> Store:
+    """`app_store` as a dependency; async because it never blocks (a sync one costs a threadpool hop per request)."""
+    return app_store(request)
+
+
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
+async def get_conn(request: Request) -> AsyncIterator[Connection]:
+    """The request's one database connection, passed down to every Store call it makes.
+
+    Checked out once per request and given back when the request ends, so a
+    request never waits on the pool for a second connection while holding one.
+    An async generator so the connection goes back even when the client hangs up
+    mid-request: a sync generator's cleanup is sent to a worker thread, which a
+    cancelled request never gets, and 64 clients that disconnect at once then
+    leaked the whole pool (every later request waited 30 s and failed).
+    """
+    engine = app_store(request).engine
+    slots = _pool_slots(request, engine)
+    taken: list[Connection] = []  # filled in the worker thread, so a checkout finished after a hang-up is still closed
+
+    def checkout() -> None:
+        taken.append(engine.connect())
+
+    await slots.acquire()  # waits on the event loop, never in a worker thread (threads blocked on the pool deadlocked it)
+    try:
+        await run_in_threadpool(checkout)  # a slot guarantees a free connection: this never waits for the pool
+        yield taken[0]
+    finally:
+        for conn in taken:
+            conn.close()
+        slots.release()
+
+
+def _pool_slots(request: Request, engine: Engine) -> asyncio.Semaphore:
+    """One slot per connection the pool can hand out: requests queue here, not in worker threads."""
+    slots = getattr(request.app.state, "conn_slots", None)
+    if slots is None:
+        pool = engine.pool
+        size = pool.size() + max(getattr(pool, "_max_overflow", 0), 0) if hasattr(pool, "size") else 1_000
+        slots = request.app.state.conn_slots = asyncio.Semaphore(max(1, size))
+    return slots
+
+
 StoreDep = Annotated[Store, Depends(get_store)]
+ConnDep = Annotated[Connection, Depends(get_conn)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 _FILTER = dict(max_length=100)
 
 
 def get_filters(
+    store: StoreDep,
+    conn: ConnDep,
     type: Annotated[str | None, Query(description="page type, e.g. hardware", **_FILTER)] = None,
     arch: Annotated[str | None, Query(description="GPU family: sm90 and sm90a both match sm90/sm90a pages", **_FILTER)] = None,
     tag: Annotated[str | None, Query(**_FILTER)] = None,
     language: Annotated[str | None, Query(**_FILTER)] = None,
     confidence: Annotated[str | None, Query(**_FILTER)] = None,
 ) -> Filters:
-    return Filters(type=type or None, arch=arch or None, tag=tag or None, language=language or None, confidence=confidence or None)
+    filters = Filters(type=type or None, arch=arch or None, tag=tag or None, language=language or None, confidence=confidence or None)
+    problems = store.filter_problems(filters, conn=conn)
+    if problems:  # a value no page can have is a mistake to name, not an empty answer
+        raise HTTPException(422, [{"loc": ["query", p.parameter], "msg": p.message, "type": "value_error", "allowed": p.allowed} for p in problems])
+    return filters
 
 
 FiltersDep = Annotated[Filters, Depends(get_filters)]

@@ -21,6 +21,7 @@ from fastapi import FastAPI
 from app.agents import install_agents
 from app.api import docs, evidence, health, pages, search, snippets
 from app.errors import broken_index_line, install_error_handlers
+from app.search import SearchEngine
 from app.settings import Settings
 from app.store import Store
 from app.watch import IndexKeeper, IndexStatus
@@ -68,14 +69,14 @@ def status_file(settings: Settings) -> Path:
 def open_store(settings: Settings, read_only: bool = False) -> Store:
     """Open the index; a writer migrates it to the newest schema first. Raises on a damaged index."""
     url = read_only_url(settings.db) if read_only else settings.db
-    store = Store(url)
+    store = Store(url, pool_size=settings.db_pool_size, max_overflow=settings.db_max_overflow, pool_timeout=settings.db_pool_timeout_s, search_engine=SearchEngine(settings.search_cache_size, settings.search_typo_budget_s))
     if not read_only:
         store.create_schema()
     elif url != settings.db:
         from app.db import make_engine
 
         # The one write an extra worker makes: storing posted evidence (short transactions, serialised by SQLite).
-        store.evidence.writer = make_engine(settings.db)
+        store.evidence.writer = make_engine(settings.db, pool_size=1, max_overflow=2)
     return store
 
 
