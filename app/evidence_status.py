@@ -70,14 +70,37 @@ class StatusIndex:
         return out
 
 
-def build_status_index(conn: Connection, evidence: Any, version: tuple[Any, ...]) -> StatusIndex:
-    """Apply the status rules to every snippet (reads all snippets and evidence: once per data version)."""
-    rows = [
-        SnippetState(s.id, s.page_id, s.position, s.lang, tuple(s.targets), s.status)
-        for s in evidence.snippets_with_evidence(conn)
-    ]
+def build_status_index(conn: Connection, evidence: Any, version: tuple[Any, ...], previous: StatusIndex | None = None) -> StatusIndex:
+    """Apply the status rules to every snippet, or, when only evidence was added since `previous`,
+    to the snippets that got new records (see `changed_since`)."""
+    changed = changed_since(conn, previous.version, version) if previous is not None else None
+    if previous is not None and changed is not None:
+        fresh = {s.id: _state(s) for chunk in _chunks(changed) for s in evidence.snippets_with_evidence(conn, ids=chunk)}
+        added = conn.execute(text("SELECT count(*) FROM evidence WHERE rowid > :last"), {"last": previous.version[1]}).scalar() or 0
+        return StatusIndex(version, [fresh.get(s.id, s) for s in previous.snippets], previous.evidence_count + added)
+    rows = [_state(s) for s in evidence.snippets_with_evidence(conn)]
     count = conn.execute(select(func.count()).select_from(EvidenceRow)).scalar() or 0
     return StatusIndex(version, rows, count)
+
+
+def changed_since(conn: Connection, old: tuple[Any, ...], new: tuple[Any, ...]) -> list[str] | None:
+    """Snippets with evidence stored between two data versions, or None when that cannot be told cheaply
+    (the wiki was reindexed, or PostgreSQL, whose version is a count): then everything is recomputed.
+
+    On SQLite evidence rows get growing rowids and are never deleted, so the new ones are `rowid > old`.
+    """
+    if conn.dialect.name != "sqlite" or old[0] != new[0] or old[1] is None or new[1] is None or new[1] < old[1]:
+        return None
+    rows = conn.execute(text("SELECT DISTINCT snippet_id FROM evidence WHERE rowid > :last"), {"last": old[1]})
+    return sorted(r[0] for r in rows)
+
+
+def _state(s: Any) -> SnippetState:
+    return SnippetState(s.id, s.page_id, s.position, s.lang, tuple(s.targets), s.status)
+
+
+def _chunks(ids: list[str], size: int = 500) -> list[list[str]]:
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
 
 
 @dataclass

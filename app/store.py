@@ -209,7 +209,7 @@ class Store:
         with self._status_lock:
             current = self._status_index
             if current is None or current.version != version:
-                current = self._status_index = build_status_index(conn, self.evidence, version)
+                current = self._status_index = build_status_index(conn, self.evidence, version, previous=current)
         return current
 
     # -- pages -----------------------------------------------------------------

@@ -214,27 +214,47 @@ class RowKey(NamedTuple):
 class DashboardIndex:
     """Every snippet × target row as compact keys (failures first), and what the unfiltered page shows."""
 
+    version: tuple[Any, ...]
     keys: list[RowKey]
     targets: list[str]  # every target with a row, sm_90a before sm_100a
     pages: list[tuple[str, str]]  # (id, title) of pages with rows, by title; at most 1000 (the picker)
     statuses: Counter[str]  # rows per status, unfiltered
 
 
+def _row_keys(snippets: list[SnippetPublic]) -> list[RowKey]:
+    return [
+        RowKey(rank(r.target.status), s.page_id, s.position, target_order(r.target.target), s.id, r.target.target, r.target.status)
+        for s in snippets for r in dashboard_rows(s, "")
+    ]  # fmt: skip
+
+
 def dashboard_index(store: Store, web: WebState, conn: Connection) -> DashboardIndex:
-    """Built once per data version: a request then filters and pages keys, reading only its window."""
+    """Built once per data version: a request then filters and pages keys, reading only its window.
+
+    When only evidence was added since the last one (`evidence_status.changed_since`), only the
+    snippets with new records are read again.
+    """
     version = evidence_status.data_version(conn)
-
-    def build() -> DashboardIndex:
-        keys = sorted(
-            RowKey(rank(r.target.status), s.page_id, s.position, target_order(r.target.target), s.id, r.target.target, r.target.status)
-            for s in store.evidence.snippets_with_evidence(conn) for r in dashboard_rows(s, "")
-        )  # fmt: skip
+    last = web.dashboard
+    if last is not None and last.version == version:
+        return last
+    with web.dashboard_lock:
+        last = web.dashboard
+        if last is not None and last.version == version:
+            return last
+        changed = evidence_status.changed_since(conn, last.version, version) if last is not None else None
+        if last is not None and changed is not None:
+            gone = set(changed)
+            fresh = [s for i in range(0, len(changed), 500) for s in store.evidence.snippets_with_evidence(conn, ids=changed[i : i + 500])]
+            keys = sorted([k for k in last.keys if k.snippet_id not in gone] + _row_keys(fresh))
+            pages = last.pages
+        else:
+            keys = sorted(_row_keys(store.evidence.snippets_with_evidence(conn)))
+            titles = queries.page_titles(conn, sorted({k.page_id for k in keys})[:1000])
+            pages = sorted(titles.items(), key=lambda p: p[1].lower())
         targets = sorted({k.target for k in keys if k.target != "—"}, key=target_order)
-        titles = queries.page_titles(conn, sorted({k.page_id for k in keys})[:1000])
-        pages = sorted(titles.items(), key=lambda p: p[1].lower())
-        return DashboardIndex(keys, targets, pages, Counter(k.status for k in keys))
-
-    return web.snippets.get_or_make(("dashboard", version), build)
+        web.dashboard = DashboardIndex(version, keys, targets, pages, Counter(k.status for k in keys))
+        return web.dashboard
 
 
 def dashboard_view(

@@ -52,3 +52,24 @@ def test_graph_is_the_most_linked_pages_or_a_neighbourhood(live: Any) -> None:
     assert near["nodes"][0]["id"] == "hw-mbarrier" and {"hw-tma"} <= {n["id"] for n in near["nodes"]}
     assert live.get("/api/graph", params={"page": "no-such-page"}).status_code == 404
     assert live.get("/api/graph", params={"depth": 9}).status_code == 422
+
+
+def test_status_index_follows_new_evidence_like_a_fresh_build(store: Any, wiki_dir: Any) -> None:
+    from app.evidence_status import build_status_index, data_version
+    from tests.web.records import record
+
+    (wiki_dir / "many.md").write_text(
+        "---\nid: many\ntitle: Many snippets\ntype: technique\narchitectures: [sm90a]\n---\n"
+        + "".join(f"\n```cuda\n__global__ void k{i}() {{}}\n```\n" for i in range(3))
+    )
+    store.reindex(wiki_dir)
+    with store.engine.connect() as conn:
+        before = store.status_index(conn)
+        snippets = [s.model_dump() for s in store.evidence.snippets_with_evidence(conn, page_id="many")]
+    assert {s.status for s in before.snippets if s.page_id == "many"} == {"unknown"}
+    store.evidence.add([record(snippets[0], "sm_90a", "compile", "pass"), record(snippets[1], "sm_90a", "compile", "fail")])
+    with store.engine.connect() as conn:
+        after = store.status_index(conn)
+        fresh = build_status_index(conn, store.evidence, data_version(conn))
+    assert after is not before and after.snippets == fresh.snippets and after.evidence_count == fresh.evidence_count == 2
+    assert {s.id: s.status for s in after.snippets if s.page_id == "many"} == {"many:1": "pass", "many:2": "fail", "many:3": "unknown"}
