@@ -36,7 +36,7 @@ class Bench:
     name: str
     script: str
     small: tuple[str, ...]  # arguments for the quick run
-    needs: str = ""  # "postgres" or "nvcc"
+    needs: str = ""  # "postgres", "nvcc" or "wrk+datasette"
 
 
 BENCHES = (
@@ -45,6 +45,7 @@ BENCHES = (
     Bench("verify", "bench_verify.py", ("--wiki", str(REPO / "tests" / "fixtures" / "wiki")), needs="nvcc"),
     Bench("compile_batch", "bench_compile_batch.py", ("--limit", "3"), needs="nvcc"),
     Bench("queue", "bench_queue.py", ("--jobs", "200", "--workers", "2"), needs="postgres"),
+    Bench("search_serve", "bench_search_serve.py", ("--pages", "1000", "--seconds", "3", "--queries", "2000"), needs="wrk+datasette"),
 )
 
 
@@ -52,6 +53,11 @@ def missing(need: str) -> str | None:
     """Why a benchmark cannot run here, or None."""
     if need == "nvcc" and not (shutil.which("nvcc") or Path("/usr/local/cuda/bin/nvcc").exists()):
         return "nvcc not found (the CUDA toolkit is not on PATH)"
+    if need == "wrk+datasette":
+        if shutil.which("wrk") is None:
+            return "wrk not found (apt install wrk)"
+        if not Path(sys.executable).with_name("datasette").exists():
+            return "Datasette not installed (pip install -e '.[bench]')"
     if need == "postgres":
         try:
             from sqlalchemy import create_engine, text
@@ -87,9 +93,9 @@ def main() -> int:
         except subprocess.TimeoutExpired:
             status = f"FAILED: no result within {BENCH_TIMEOUT_S} s"
         results.append((bench.name, status, time.monotonic() - started))
-    print("\nbenchmark   result")
+    print("\nbenchmark      result")
     for name, status, seconds in results:
-        print(f"{name:<11} {status}" + (f" ({seconds:.0f} s)" if seconds else ""))
+        print(f"{name:<14} {status}" + (f" ({seconds:.0f} s)" if seconds else ""))
     return 1 if any(status.startswith("FAILED") for _, status, _ in results) else 0
 
 
