@@ -58,14 +58,6 @@ def read_only_url(url: str) -> str:
     return f"{scheme}///file:{Path(path).resolve()}?mode=ro&uri=true"
 
 
-def status_file(settings: Settings) -> Path:
-    """Where `serve --workers N` publishes the index status for its workers: beside a SQLite index, else in `.kernelwiki/`."""
-    url = settings.db
-    if url.startswith("sqlite") and "///" in url and url.split("///", 1)[1] not in ("", ":memory:"):
-        return Path(url.split("///", 1)[1].removeprefix("file:").split("?", 1)[0] + ".status.json")
-    return Path(".kernelwiki/serve-status.json")
-
-
 def open_store(settings: Settings, read_only: bool = False) -> Store:
     """Open the index; a writer migrates it to the newest schema first. Raises on a damaged index."""
     url = read_only_url(settings.db) if read_only else settings.db

@@ -69,8 +69,8 @@ def run_server(settings: Settings, workers: int, say: Say, warn: Say) -> int:
     """Serve until stopped; returns the exit status (1: could not start, 2: nothing to serve)."""
     import uvicorn
 
-    from app.main import create_app, keeper_for, open_store, status_file
-    from app.watch import IndexStatus
+    from app.main import create_app, keeper_for, open_store
+    from app.watch import IndexStatus, status_file
 
     warnings, fatal = folder_problems(settings)
     for line in warnings:

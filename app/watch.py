@@ -68,6 +68,14 @@ class IndexStatus:
         return out
 
 
+def status_file(settings: Settings) -> Path:
+    """Where `serve --workers N` publishes the index status for its workers: beside a SQLite index, else in `.kernelwiki/`."""
+    url = settings.db
+    if url.startswith("sqlite") and "///" in url and url.split("///", 1)[1] not in ("", ":memory:"):
+        return Path(url.split("///", 1)[1].removeprefix("file:").split("?", 1)[0] + ".status.json")
+    return Path(".kernelwiki/serve-status.json")
+
+
 def read_published(path: Path) -> dict[str, Any] | None:
     """The status a supervising process published (`serve --workers N`), or None when there is none yet."""
     try:

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from app.errors import broken_index_line
-from app.watch import IndexStatus, read_published
+from app.watch import IndexStatus, read_published, status_file
 
 router = APIRouter(prefix="/api", tags=["health"])
 
@@ -24,8 +24,6 @@ def health(request: Request) -> JSONResponse:
     status: IndexStatus = state.index_status
     info: dict[str, Any] = status.as_dict()
     if state.settings.read_only:  # an extra worker: the supervising process indexes and publishes its status
-        from app.main import status_file
-
         info = read_published(status_file(state.settings)) or info
     store = state.store
     if info["status"] != "degraded" and store is not None:
