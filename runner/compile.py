@@ -43,19 +43,27 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from runner import diagnostics as dx
 from runner.coverage import regex_checks, unassembled_asm
 from runner.outcome import StepOutcome, outcome_from_process
 from runner.resources import parse_ptxas_resources
-from runner.sandbox import COMPILE_LIMITS, paths_outside_sandbox, run_process, shorten
+from runner.sandbox import COMPILE_LIMITS, ProcessResult, paths_outside_sandbox, run_process, shorten
 from runner.toolchain import Toolchain
 from snippets.build import SEGMENT_SNIPPET, TranslationUnit, build_translation_unit, is_complete_ptx_module
 from snippets.snippet import Snippet
 
-if TYPE_CHECKING:
-    from runner.batch import TargetBatch
+
+class SharedBuilds(Protocol):
+    """A snippet's targets built in shared nvcc runs (runner/batch.py's TargetBatch), as a build asks for them."""
+
+    def rdc_result(self, target: str, workdir: Path) -> ProcessResult | None:
+        """The relocatable build's result for `target`; None: build it alone."""
+
+    def program_result(self, target: str, workdir: Path) -> ProcessResult | None:
+        """The whole-program build's result for `target`; None: build it alone."""
+
 
 COMPILE_TIMEOUT_S = 240
 """Wall-clock limit of one nvcc / ptxas / python compile."""
@@ -134,7 +142,7 @@ def _fail_from(outcome: StepOutcome, snippet: Snippet, diag: dx.Diagnosis, combi
 
 def build_snippet(
     snippet: Snippet, target: str, toolchain: Toolchain, *, want_program: bool, isolation: str | None = None,
-    batch: TargetBatch | None = None,
+    batch: SharedBuilds | None = None,
 ) -> Build:
     """Compile `snippet` for `target` in a fresh folder; `want_program` links an executable for a run.
 
@@ -218,7 +226,7 @@ def build_snippet(
 
 def _link_whole_program(
     build: Build, snippet: Snippet, target: str, toolchain: Toolchain, flags: list[str], isolation: str | None,
-    batch: TargetBatch | None = None,
+    batch: SharedBuilds | None = None,
 ) -> None:
     """Build the executable that runs, in whole-program mode, as a user would; its resources replace the -rdc ones."""
     argv = [toolchain.nvcc, gencode(target), *PROGRAM_NVCC_FLAGS, *flags, build.tu.filename, "-o", EXECUTABLE]
