@@ -25,6 +25,7 @@ from app.schemas import EvidencePublic, SnippetPublic
 from runner import diagnostics
 from runner import status as status_rules
 from runner.status import STALE, SnippetSummary, StepFact, needed_steps, summarize_snippet
+from snippets.snippet import NEVER_BUILT_MODES
 
 
 
@@ -302,7 +303,7 @@ def page_evidence_text(snippets: list[SnippetPublic]) -> str:
     never_run: dict[str, list[str]] = {}  # target → why its programs did not run
     expected: list[str] = []
     unproven: list[str] = []
-    targets = sorted({t for s in snippets if s.mode not in ("sketch", "error") for t in s.targets}, key=target_number)
+    targets = sorted({t for s in snippets if s.mode not in NEVER_BUILT_MODES for t in s.targets}, key=target_number)
     for t in targets:
         current = [(s, r) for s in snippets if t in s.targets for r in s.evidence.get(t, []) if not r.stale]
         if any(s.mode == "run" and s.target_status.get(t) == "pass" for s in snippets):

@@ -44,6 +44,7 @@ from app.schemas import (
 )
 from app.search import SearchEngine
 from snippets.architectures import family
+from snippets.snippet import NEVER_BUILT_MODES
 
 
 @dataclass(frozen=True)
@@ -311,7 +312,7 @@ class Store:
             snippets = self.evidence.snippets_with_evidence(conn, page_id=page_id)
         summary: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for snip in snippets:
-            if snip.mode in ("sketch", "error"):
+            if snip.mode in NEVER_BUILT_MODES:
                 summary["*"][snip.status] += 1
             for target, status in snip.target_status.items():
                 summary[target][status] += 1

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+NEVER_BUILT_MODES: tuple[str, ...] = ("sketch", "error")
+"""Modes of blocks that are never compiled: sketches, and blocks whose info string is invalid."""
+
 
 @dataclass
 class ChainPart:
@@ -59,4 +62,4 @@ class Snippet:
     @property
     def verifiable(self) -> bool:
         """False for sketches and blocks in error: they are never compiled."""
-        return self.mode not in ("sketch", "error")
+        return self.mode not in NEVER_BUILT_MODES

@@ -22,6 +22,7 @@ from app.web.badges import STATUS_ORDER, SnippetEvidence, TargetEvidence, rank, 
 from app.web.filters import safe_url
 from app.web.render import Segment, render_body, toc_items
 from app.web.state import WebState
+from snippets.snippet import NEVER_BUILT_MODES
 
 HOME_PAGE_SIZE = 100  # page cards per home page window
 DASHBOARD_PAGE_SIZE = 50  # snippet × target rows per evidence dashboard window (each reads its snippet's evidence)
@@ -186,7 +187,7 @@ class DashboardView:
 
 def dashboard_rows(s: SnippetPublic, page_title: str) -> list[DashboardRow]:
     """One row per target of a snippet; a single row for a sketch or an invalid block."""
-    if s.mode in ("sketch", "error"):
+    if s.mode in NEVER_BUILT_MODES:
         return [sketch_or_invalid_row(s, page_title)]
     targets = list(s.targets) + [t for t in s.evidence if t not in s.targets]
     return [DashboardRow(s, page_title, target_evidence(t, s.evidence.get(t, []), s.target_status.get(t))) for t in targets]
