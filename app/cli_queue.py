@@ -71,7 +71,8 @@ def jobs(
     db: DbOpt = None,
 ) -> None:
     """Queued, running, stalled and failed verification jobs per target."""
-    from app.queue import Scheduler, build_app, ensure_schema
+    from app.queue import build_app, ensure_schema
+    from app.scheduler import Scheduler
 
     settings = _settings(queue_database_url=queue_db, db=db)
     try:

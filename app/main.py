@@ -40,7 +40,7 @@ def queue_changed_snippets(settings: Settings, store: Store, snippet_ids: list[s
     if not snippet_ids or settings.queue_database_url is None:
         return
     try:
-        from app.queue import enqueue_changed
+        from app.scheduler import enqueue_changed
 
         result = enqueue_changed(settings, store, snippet_ids)
         log.info("queued verification of %d changed snippet(s): %s", len(snippet_ids), result)

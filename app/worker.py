@@ -150,7 +150,7 @@ def run_gpu_worker(
 
 def run_scheduler(settings: Settings) -> None:
     """Serve the control queue: on-edit sweep, nightly fan-out; recover stalled jobs of every queue."""
-    from app.queue import Scheduler
+    from app.scheduler import Scheduler
     from app.store import Store
 
     store = Store(settings.db)

@@ -96,7 +96,8 @@ class Fleet:
 
     def scheduler(self):  # type: ignore[no-untyped-def]
         """A Scheduler on an opened (synchronous) App; close it with `.app.close()`."""
-        from app.queue import Scheduler, build_app, ensure_schema
+        from app.queue import build_app, ensure_schema
+        from app.scheduler import Scheduler
 
         ensure_schema(self.settings)
         app = build_app(self.settings)
