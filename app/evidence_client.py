@@ -8,7 +8,6 @@ queue retries the job.
 from __future__ import annotations
 
 import urllib.parse
-from types import TracebackType
 from typing import Any
 
 import httpx
@@ -38,7 +37,7 @@ class EvidenceClient:
     def __enter__(self) -> EvidenceClient:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def _request(self, method: str, path: str, body: Any = None) -> httpx.Response:
