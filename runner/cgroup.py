@@ -43,7 +43,6 @@ from pathlib import Path
 
 SELF_CGROUP = Path("/proc/self/cgroup")
 MOUNTINFO = Path("/proc/self/mountinfo")
-DEFAULT_ROOT = Path("/sys/fs/cgroup")
 REQUIRED_CONTROLLERS = ("memory", "pids")
 RUN_PREFIX = "kernelwiki-run-"
 """Name of a command's cgroup: kernelwiki-run-<runner pid>-<number>."""

@@ -90,10 +90,6 @@ class RunnerSettings:
     cgroup_root: str | None = None  # cgroup v2 mount point (None: from /proc/self/mountinfo)
     sandbox_uid: int = 1_500_000  # first user id sandboxed commands run as when the runner is root
 
-    def with_isolation(self, isolation: str | None) -> RunnerSettings:
-        """The same settings with `isolation` (None keeps the current one)."""
-        return self if isolation is None else replace(self, isolation=normalize_isolation(isolation))
-
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RunnerSettings:
         """Read the `KERNELWIKI_*` variables above; a bad value raises ValueError naming the variable."""
