@@ -23,6 +23,9 @@ Environment variables (all optional):
 * `KERNELWIKI_SANDBOX_UID`: first of the user ids sandboxed commands run as when
   the runner is root (each concurrent sandbox gets its own, so that the process
   limit counts per sandbox).
+* `KERNELWIKI_NVCC`, `KERNELWIKI_PTXAS`, `KERNELWIKI_CUOBJDUMP`,
+  `KERNELWIKI_NVDISASM`: the CUDA tools to use (default: found on PATH, beside
+  nvcc, under CUDA_HOME or /usr/local/cuda; runner/toolchain.py).
 """
 
 from __future__ import annotations
@@ -89,6 +92,10 @@ class RunnerSettings:
     cgroup: str = CGROUP_AUTO  # cgroup v2 memory/pids limits per command: auto, off, require
     cgroup_root: str | None = None  # cgroup v2 mount point (None: from /proc/self/mountinfo)
     sandbox_uid: int = 1_500_000  # first user id sandboxed commands run as when the runner is root
+    nvcc: str | None = None  # nvcc to use (None: PATH, then /usr/local/cuda/bin)
+    ptxas: str | None = None  # ptxas (None: beside nvcc, PATH, CUDA_HOME)
+    cuobjdump: str | None = None  # cuobjdump (None: as ptxas, then the nvidia-cuda-cuobjdump wheel)
+    nvdisasm: str | None = None  # nvdisasm (None: as cuobjdump)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RunnerSettings:
@@ -110,6 +117,10 @@ class RunnerSettings:
             ("KERNELWIKI_SANDBOX_UID", "sandbox_uid", int),
             ("KERNELWIKI_CGROUP", "cgroup", normalize_cgroup),
             ("KERNELWIKI_CGROUP_ROOT", "cgroup_root", str.strip),
+            ("KERNELWIKI_NVCC", "nvcc", str.strip),
+            ("KERNELWIKI_PTXAS", "ptxas", str.strip),
+            ("KERNELWIKI_CUOBJDUMP", "cuobjdump", str.strip),
+            ("KERNELWIKI_NVDISASM", "nvdisasm", str.strip),
         )
         for name, key, parse in parsers:
             if v := get(name):

@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runner.settings import RunnerSettings
+
 VERSION_TIMEOUT_S = 30
 """Limit for `tool --version` calls."""
 
@@ -129,8 +131,7 @@ def _beside(tool: str | None, name: str) -> str | None:
     return None
 
 
-def _find(name: str, env_var: str, nvcc: str | None, search_wheels: bool) -> str | None:
-    explicit = os.environ.get(env_var)
+def _find(name: str, explicit: str | None, nvcc: str | None, search_wheels: bool) -> str | None:
     if explicit:
         return explicit if os.access(explicit, os.X_OK) else None
     found = _beside(nvcc, name) or shutil.which(name)
@@ -144,10 +145,14 @@ def _find(name: str, env_var: str, nvcc: str | None, search_wheels: bool) -> str
     return found
 
 
-def discover_toolchain(nvcc: str | None = None) -> Toolchain:
-    """Find the tools: nvcc from the argument, `KERNELWIKI_NVCC`, PATH or /usr/local/cuda; the rest beside it."""
+def discover_toolchain(nvcc: str | None = None, settings: RunnerSettings | None = None) -> Toolchain:
+    """Find the tools: nvcc from the argument, the settings (`KERNELWIKI_NVCC`), PATH or /usr/local/cuda; the rest beside it.
+
+    `settings` default: read from the environment now (discovery happens once per verification).
+    """
+    settings = settings or RunnerSettings.from_env()
     tc = Toolchain()
-    candidate = nvcc or os.environ.get("KERNELWIKI_NVCC") or shutil.which("nvcc")
+    candidate = nvcc or settings.nvcc or shutil.which("nvcc")
     if not candidate and os.access("/usr/local/cuda/bin/nvcc", os.X_OK):
         candidate = "/usr/local/cuda/bin/nvcc"
     if candidate and os.access(candidate, os.X_OK):
@@ -162,9 +167,9 @@ def discover_toolchain(nvcc: str | None = None) -> Toolchain:
             tc.notes.append(f"{candidate} --version did not report a release")
     else:
         tc.notes.append("nvcc not found (PATH, KERNELWIKI_NVCC, /usr/local/cuda/bin)")
-    tc.ptxas = _find("ptxas", "KERNELWIKI_PTXAS", tc.nvcc, search_wheels=False)
-    tc.cuobjdump = _find("cuobjdump", "KERNELWIKI_CUOBJDUMP", tc.nvcc, search_wheels=True)
-    tc.nvdisasm = _find("nvdisasm", "KERNELWIKI_NVDISASM", tc.nvcc, search_wheels=True)
+    tc.ptxas = _find("ptxas", settings.ptxas, tc.nvcc, search_wheels=False)
+    tc.cuobjdump = _find("cuobjdump", settings.cuobjdump, tc.nvcc, search_wheels=True)
+    tc.nvdisasm = _find("nvdisasm", settings.nvdisasm, tc.nvcc, search_wheels=True)
     if tc.cuobjdump and not tc.nvdisasm:
         tc.nvdisasm = _beside(tc.cuobjdump, "nvdisasm")
     gxx = shutil.which("g++") or shutil.which("c++")

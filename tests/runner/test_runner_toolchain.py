@@ -44,12 +44,23 @@ def test_cuobjdump_and_nvdisasm_are_found_in_site_packages(tmp_path: Path, monke
     monkeypatch.setattr(tcmod.shutil, "which", lambda name: None)
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
-    for var in ("KERNELWIKI_CUOBJDUMP", "KERNELWIKI_NVDISASM"):
-        monkeypatch.delenv(var, raising=False)
     if os.access("/usr/local/cuda/bin/cuobjdump", os.X_OK):
         pytest.skip("a system cuobjdump takes precedence here")
-    assert tcmod._find("cuobjdump", "KERNELWIKI_CUOBJDUMP", None, search_wheels=True) == str(cuobjdump)
-    assert tcmod._find("nvdisasm", "KERNELWIKI_NVDISASM", None, search_wheels=True) == str(nvdisasm)
+    assert tcmod._find("cuobjdump", None, None, search_wheels=True) == str(cuobjdump)
+    assert tcmod._find("nvdisasm", None, None, search_wheels=True) == str(nvdisasm)
+
+
+def test_the_tools_named_in_the_settings_win(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runner.settings import RunnerSettings
+
+    fake = _exe(tmp_path / "a" / "nvcc", "#!/bin/sh\necho 'Cuda compilation tools, release 12.8, V12.8.93'\n")
+    ptxas = _exe(tmp_path / "b" / "ptxas")
+    monkeypatch.setenv("KERNELWIKI_NVCC", str(tmp_path / "not-this-one"))
+    tc = tcmod.discover_toolchain(settings=RunnerSettings(nvcc=str(fake), ptxas=str(ptxas)))
+    assert (tc.nvcc, tc.ptxas) == (str(fake), str(ptxas))
+    env = {"KERNELWIKI_NVCC": " /opt/cuda/bin/nvcc ", "KERNELWIKI_CUOBJDUMP": "/x/cuobjdump", "KERNELWIKI_NVDISASM": "/x/nvdisasm"}
+    settings = RunnerSettings.from_env(env)
+    assert (settings.nvcc, settings.ptxas, settings.cuobjdump, settings.nvdisasm) == ("/opt/cuda/bin/nvcc", None, "/x/cuobjdump", "/x/nvdisasm")
 
 
 def test_sass_tool_needs_both_cuobjdump_and_nvdisasm() -> None:
