@@ -78,7 +78,7 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 _FILTER = dict(max_length=100)
 
 
-def get_filters(
+async def get_filters(  # async: without filters no I/O at all, with them one indexed row (no worker-thread hop)
     store: StoreDep,
     conn: ConnDep,
     type: Annotated[str | None, Query(description="page type, e.g. hardware", **_FILTER)] = None,

@@ -320,7 +320,7 @@ class SearchEngine:
                 self._cache[key] = answer
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
-        return answer
+        return answer.model_copy()  # callers may set top-level fields (the API's `context`): never on the cached one
 
     def _search(self, query: str, filters: dict[str, str], params: dict[str, str], limit: int, offset: int) -> SearchPublic:
         searcher = self.pages.searcher
