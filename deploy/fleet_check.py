@@ -19,7 +19,7 @@ import json
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -48,7 +48,7 @@ class PairReport:
 
 def _when(stamp: str) -> datetime:
     parsed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def snippets(client: httpx.Client, targets: list[str]) -> list[dict[str, Any]]:
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(5)
     for p in reports:
         steps = " ".join(f"{k}={v}" for k, v in sorted(p.steps.items())) or "-"
-        print(f"{'ok ' if p.done else 'MISSING'} {p.snippet_id:28} {p.target:8} {p.mode:12} {steps:28} {p.host} {p.gpu} {p.isolation} +{p.after_s}s")
+        print(f"{'ok ' if p.done else 'MISSING'} {p.snippet_id:28} {p.target:8} {p.mode:12} {steps:28} {p.host} {p.gpu} {p.isolation} {'-' if p.after_s is None else f'+{p.after_s}s'}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump([asdict(p) | {"done": p.done} for p in reports], f, indent=1)

@@ -132,7 +132,8 @@ start() {  # start NAME COMMAND...: run it in the background, its output in logs
 # -- the service ------------------------------------------------------------------
 start service "${kw[@]}" serve --port "$port"
 for _ in $(seq 600); do
-    if python3 -c "import urllib.request,sys; urllib.request.urlopen('$KERNELWIKI_SERVER_URL/api/health', timeout=2)" 2>/dev/null; then break; fi
+    # health answers while the first index is built ("indexing"); the scheduler needs the whole index
+    if python3 -c "import json,sys,urllib.request; sys.exit(json.load(urllib.request.urlopen('$KERNELWIKI_SERVER_URL/api/health', timeout=2)).get('status') != 'ok')" 2>/dev/null; then break; fi
     kill -0 "${pids[0]}" 2>/dev/null || die "the service exited: see $logs/service.log"
     sleep 0.5
 done
