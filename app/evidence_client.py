@@ -20,6 +20,12 @@ class ServiceError(Exception):
     """The service did not accept a request (the job is retried)."""
 
 
+class EvidenceRefused(ServiceError):
+    """The service answered 422: it will never accept these records (their snippet left the index, or they are invalid).
+
+    Retrying cannot help, unlike the other service errors."""
+
+
 class EvidenceClient:
     """`GET /api/snippets/{id}/evidence` and `POST /api/evidence` with one connection pool per worker."""
 
@@ -68,6 +74,8 @@ class EvidenceClient:
         """Post evidence records; the service's answer (`inserted`, `duplicates`)."""
         what = "POST /api/evidence"
         response = self._request("POST", "/api/evidence", records)
+        if response.status_code == 422:
+            raise EvidenceRefused(f"{what}: HTTP 422: {response.text[:ERROR_TEXT_LIMIT]}")
         if response.status_code != 200:
             raise ServiceError(f"{what}: HTTP {response.status_code}: {response.text[:ERROR_TEXT_LIMIT]}")
         return self._json(response, what)

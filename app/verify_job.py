@@ -8,17 +8,22 @@ writes its records once.
 
 from __future__ import annotations
 
+import logging
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from app.evidence_client import EvidenceClient
+from app.evidence_client import EvidenceClient, EvidenceRefused
 from app.queue import NOT_VERIFIED
 
 VerifyFn = Callable[[dict[str, Any], str, bool], list[dict[str, Any]]]
 """verify(snippet as Snippet.to_dict(), target, force) → evidence records as dicts."""
+
+
+log = logging.getLogger("kernelwiki.worker")
 
 
 def runner_verify(gpus: list[Any], toolchain: Any, cache_dir: Path, isolation: str | None = None) -> VerifyFn:
@@ -41,8 +46,8 @@ def _when(stamp: str) -> datetime:
     try:
         value = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:
-        return datetime.min.replace(tzinfo=timezone.utc)
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return datetime.min.replace(tzinfo=UTC)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def job_record_id(record: dict[str, Any], job_id: int) -> str:
@@ -88,6 +93,10 @@ class Runtime:
             record["job_id"] = job_id
             record["worker"] = self.name
             record["record_id"] = job_record_id(record, job_id)
-        result = self.client.post(records)
+        try:
+            result = self.client.post(records)
+        except EvidenceRefused as exc:  # final: a retry would be refused the same way
+            log.warning("%s@%s: the service refused the evidence: %s", sid, target, exc)
+            return f"refused {sid}@{target}: {exc}"
         statuses = ",".join(f"{r['step']}={r['status']}" for r in records)
         return f"{sid}@{target}: {statuses} ({result.get('inserted', 0)} new, {result.get('duplicates', 0)} already recorded)"

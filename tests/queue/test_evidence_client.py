@@ -8,7 +8,8 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from app.evidence_client import EvidenceClient, ServiceError
+from app.evidence_client import EvidenceClient, EvidenceRefused, ServiceError
+from app.verify_job import Runtime
 
 TOKEN = "runner-token"
 
@@ -73,3 +74,21 @@ def test_post_sends_the_records_as_json_with_the_runner_token() -> None:
     assert request.headers["authorization"] == f"Bearer {TOKEN}"
     assert request.headers["content-type"] == "application/json"
     assert json.loads(request.content) == records
+
+
+def test_a_422_is_a_refusal_that_retrying_cannot_change() -> None:
+    client = client_answering(lambda r: httpx.Response(422, text="unknown snippet 'gone:1'"), [])
+    with pytest.raises(EvidenceRefused, match="unknown snippet 'gone:1'"):
+        client.post([{"record_id": "r1"}])
+
+
+def test_a_job_whose_evidence_is_refused_ends_without_a_retry() -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json=[])
+        return httpx.Response(422, text="unknown snippet 'gone:1'")
+
+    record = {"snippet_id": "gone:1", "target": "sm_90a", "step": "compile", "status": "pass", "content_hash": "h", "toolchain": "nvcc 13.0.88"}
+    runtime = Runtime(["sm_90a"], "nvcc 13.0.88", client_answering(answer, []), lambda snippet, target, force: [dict(record)], "w1")
+    job = {"snippet_id": "gone:1", "target": "sm_90a", "content_hash": "h", "snippet": {}, "force": True}
+    assert runtime.handle(7, 0, job).startswith("refused gone:1@sm_90a: POST /api/evidence: HTTP 422")
