@@ -127,7 +127,7 @@ def lint_claims(pages: Iterable[Any], snippets_by_page: dict[str, list[Any]], re
 
     every = [s for snippets in snippets_by_page.values() for s in snippets]
     facts: dict[str, list[SnippetFacts]] = {}
-    for f, s in zip(facts_from_records(every, records), every):
+    for f, s in zip(facts_from_records(every, records), every, strict=True):
         facts.setdefault(s.page_id, []).append(f)
     out = []
     for page in pages:

@@ -6,9 +6,10 @@ Heavy imports happen inside commands so `kernelwiki lint` stays quick.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Iterator, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -22,8 +23,8 @@ cli.add_typer(evidence_cli, name="evidence")
 out = Console()
 err = Console(stderr=True)
 
-WikiOpt = Annotated[Optional[Path], typer.Option("--wiki", help="wiki folder [env KERNELWIKI_WIKI]")]
-DbOpt = Annotated[Optional[str], typer.Option("--db", help="index URL [env KERNELWIKI_DB]")]
+WikiOpt = Annotated[Path | None, typer.Option("--wiki", help="wiki folder [env KERNELWIKI_WIKI]")]
+DbOpt = Annotated[str | None, typer.Option("--db", help="index URL [env KERNELWIKI_DB]")]
 
 
 def settings_for(wiki: Path | None, db: str | None, **more: object) -> Settings:
@@ -90,7 +91,7 @@ def index(
 @cli.command()
 def lint(
     wiki: WikiOpt = None,
-    evidence: Annotated[Optional[Path], typer.Option("--evidence", help="folder of evidence JSONL the claims are checked against [env KERNELWIKI_EVIDENCE]")] = None,
+    evidence: Annotated[Path | None, typer.Option("--evidence", help="folder of evidence JSONL the claims are checked against [env KERNELWIKI_EVIDENCE]")] = None,
 ) -> None:
     """Check every page, and its confidence/evidence_level against its snippets' evidence; exit 1 on errors."""
     from app.claims import lint_claims, read_evidence
@@ -125,10 +126,10 @@ def lint(
 def serve(
     wiki: WikiOpt = None,
     db: DbOpt = None,
-    evidence: Annotated[Optional[Path], typer.Option("--evidence", help="folder of committed evidence JSONL [env KERNELWIKI_EVIDENCE]")] = None,
-    host: Annotated[Optional[str], typer.Option(help="address to listen on")] = None,
-    port: Annotated[Optional[int], typer.Option(help="port")] = None,
-    watch: Annotated[Optional[bool], typer.Option("--watch/--no-watch", help="reindex as wiki files are added, changed or deleted")] = None,
+    evidence: Annotated[Path | None, typer.Option("--evidence", help="folder of committed evidence JSONL [env KERNELWIKI_EVIDENCE]")] = None,
+    host: Annotated[str | None, typer.Option(help="address to listen on")] = None,
+    port: Annotated[int | None, typer.Option(help="port")] = None,
+    watch: Annotated[bool | None, typer.Option("--watch/--no-watch", help="reindex as wiki files are added, changed or deleted")] = None,
     workers: Annotated[int, typer.Option(min=1, max=64, help="uvicorn worker processes for multi-core hosts; they open the index read-only while this process indexes")] = 1,
 ) -> None:
     """Serve the API and the docs browser at once, indexing the wiki in the background (/api/health shows progress)."""
@@ -145,7 +146,7 @@ def serve(
 def mcp(
     wiki: WikiOpt = None,
     db: DbOpt = None,
-    evidence: Annotated[Optional[Path], typer.Option("--evidence", help="folder of evidence JSONL [env KERNELWIKI_EVIDENCE]")] = None,
+    evidence: Annotated[Path | None, typer.Option("--evidence", help="folder of evidence JSONL [env KERNELWIKI_EVIDENCE]")] = None,
 ) -> None:
     """Index the wiki, then serve the MCP tools (search, get_page, get_snippet_evidence, resolve) on stdio."""
     from app.agents.mcp_server import run_stdio
@@ -162,15 +163,15 @@ def search(
     db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the API's answer as JSON, excerpts as plain text")] = False,
     limit: int = 10,
-    type: Optional[str] = None,
-    arch: Optional[str] = None,
-    tag: Optional[str] = None,
-    confidence: Optional[str] = None,
+    type: str | None = None,
+    arch: str | None = None,
+    tag: str | None = None,
+    confidence: str | None = None,
 ) -> None:
     """Search the index (indexing first when needed)."""
-    from app.store import Filters
     from rich.text import Text
 
+    from app.store import Filters
     from app.text import plain
 
     settings = settings_for(wiki, db)
@@ -202,14 +203,14 @@ def search(
 def verify(
     wiki: WikiOpt = None,
     db: DbOpt = None,
-    page: Annotated[Optional[list[str]], typer.Option("--page", help="only this page id (repeatable)")] = None,
-    target: Annotated[Optional[list[str]], typer.Option("--target", help="only this target, e.g. sm_90a (repeatable)")] = None,
+    page: Annotated[list[str] | None, typer.Option("--page", help="only this page id (repeatable)")] = None,
+    target: Annotated[list[str] | None, typer.Option("--target", help="only this target, e.g. sm_90a (repeatable)")] = None,
     jobs: Annotated[int, typer.Option(help="parallel builds")] = 2,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="ignore cached results")] = False,
     compile_only: Annotated[bool, typer.Option("--compile-only", help="build programs but do not run them")] = False,
-    report: Annotated[Optional[Path], typer.Option("--report", help="also write the evidence records to this JSONL file")] = None,
+    report: Annotated[Path | None, typer.Option("--report", help="also write the evidence records to this JSONL file")] = None,
     store_evidence: Annotated[bool, typer.Option("--store/--no-store", help="record the evidence in the index")] = True,
-    isolation: Annotated[Optional[str], typer.Option("--isolation", help="sandbox: bwrap (default), or unshare-net / none / auto to accept weaker isolation explicitly [env KERNELWIKI_ISOLATION]")] = None,
+    isolation: Annotated[str | None, typer.Option("--isolation", help="sandbox: bwrap (default), or unshare-net / none / auto to accept weaker isolation explicitly [env KERNELWIKI_ISOLATION]")] = None,
 ) -> None:
     """Compile every snippet for its targets, run programs on matching GPUs, record the evidence.
 
@@ -249,7 +250,7 @@ def verify(
 
 @evidence_cli.command("export")
 def evidence_export(
-    output: Annotated[Optional[Path], typer.Argument(help="JSONL file to write (default: standard output)")] = None,
+    output: Annotated[Path | None, typer.Argument(help="JSONL file to write (default: standard output)")] = None,
     db: DbOpt = None,
     posted: Annotated[bool, typer.Option("--posted", help="only records runners posted (POST /api/evidence)")] = False,
 ) -> None:
@@ -288,6 +289,7 @@ def evidence_import(files: Annotated[list[Path], typer.Argument(help="JSONL file
 
 
 from app.cli_queue import register as register_queue_commands  # noqa: E402  (worker, jobs)
+
 register_queue_commands(cli)
 
 

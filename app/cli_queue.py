@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -14,10 +14,10 @@ from rich.table import Table
 out = Console()
 
 QueueDbOpt = Annotated[
-    Optional[str],
+    str | None,
     typer.Option("--queue-db", help="PostgreSQL URL of the job queue [env KERNELWIKI_QUEUE_DATABASE_URL; default: --db when PostgreSQL]"),
 ]
-DbOpt = Annotated[Optional[str], typer.Option("--db", help="index URL, for the scheduler and --enqueue [env KERNELWIKI_DB]")]
+DbOpt = Annotated[str | None, typer.Option("--db", help="index URL, for the scheduler and --enqueue [env KERNELWIKI_DB]")]
 
 
 def _settings(**overrides: object):  # type: ignore[no-untyped-def]
@@ -27,10 +27,10 @@ def _settings(**overrides: object):  # type: ignore[no-untyped-def]
 
 
 def worker(
-    target: Annotated[Optional[list[str]], typer.Option("--target", help="a queue to serve, e.g. sm_90a (repeatable); needs a GPU that runs it")] = None,
+    target: Annotated[list[str] | None, typer.Option("--target", help="a queue to serve, e.g. sm_90a (repeatable); needs a GPU that runs it")] = None,
     scheduler: Annotated[bool, typer.Option("--scheduler", help="serve the control queue instead: on-edit sweep and nightly fan-out")] = False,
     check: Annotated[bool, typer.Option("--check", help="only say whether this machine can serve --target (exit 0) or not (exit 2)")] = False,
-    server: Annotated[Optional[str], typer.Option("--server", help="service URL evidence is posted to [env KERNELWIKI_SERVER_URL]")] = None,
+    server: Annotated[str | None, typer.Option("--server", help="service URL evidence is posted to [env KERNELWIKI_SERVER_URL]")] = None,
     queue_db: QueueDbOpt = None,
     db: DbOpt = None,
 ) -> None:
@@ -65,7 +65,7 @@ def worker(
 def jobs(
     enqueue: Annotated[bool, typer.Option("--enqueue", help="fan out every snippet × target now (as the nightly task does)")] = False,
     force: Annotated[bool, typer.Option("--force", help="with --enqueue: redo what is verified with the same hash and toolchain")] = False,
-    target: Annotated[Optional[list[str]], typer.Option("--target", help="with --enqueue: only these targets")] = None,
+    target: Annotated[list[str] | None, typer.Option("--target", help="with --enqueue: only these targets")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     queue_db: QueueDbOpt = None,
     db: DbOpt = None,

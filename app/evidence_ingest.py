@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
@@ -64,7 +64,7 @@ def cap_text(text: str, limit: int) -> tuple[str, bool]:
 
 def canonical_stamp(value: datetime) -> str:
     """A timezone-aware time in the stored form (`2026-12-02T11:01:43.000000Z`)."""
-    return value.astimezone(timezone.utc).strftime(STAMP_FORMAT)
+    return value.astimezone(UTC).strftime(STAMP_FORMAT)
 
 
 def _rfc3339(value: Any) -> Any:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from datetime import datetime, timezone
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from sqlalchemy import func, insert, select
 from sqlalchemy.engine import Connection, Engine
@@ -22,11 +23,9 @@ from sqlalchemy.engine import Connection, Engine
 from app.evidence_ingest import EvidenceIn, canonical_stamp, parse_record
 from app.models import EvidenceRow, SnippetRow
 from app.schemas import EvidencePublic, SnippetPublic
-from runner import diagnostics
-from runner import status as status_rules
+from runner import diagnostics, status as status_rules
 from runner.status import STALE, SnippetSummary, StepFact, needed_steps, summarize_snippet
 from snippets.snippet import NEVER_BUILT_MODES
-
 
 
 @dataclass
@@ -75,7 +74,7 @@ class EvidenceStore:
                 good.setdefault(record.record_id, record)
         if not good:
             return result
-        received = canonical_stamp(received_at or datetime.now(timezone.utc))
+        received = canonical_stamp(received_at or datetime.now(UTC))
         with (self.writer or self.engine).begin() as conn:
             present: set[str] = set()
             ids = list(good)

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import delete, exists, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 
+from app.db import chunks
 from app.markdown import render
 from app.models import (
     AliasRow,
@@ -37,7 +38,6 @@ from app.models import (
     TagRow,
 )
 from app.pages import links_leaving
-from app.db import chunks
 from snippets.architectures import family
 from snippets.diagnostic import Diagnostic
 from snippets.page import Page, inside, parse_page
@@ -112,7 +112,7 @@ def _prepare_all(items: list[tuple[str, bytes, str]]) -> list[Prepared]:
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["app.index"])  # imported once in the server, not once per child
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        return list(pool.map(prepare, *zip(*items), chunksize=64))
+        return list(pool.map(prepare, *zip(*items, strict=True), chunksize=64))
 
 
 def _delete_pages(conn: Connection, page_ids: list[str]) -> None:

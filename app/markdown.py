@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -113,7 +114,7 @@ def render(body: str, fence: FenceRenderer | None = None) -> Rendered:
             texts[-1].append(_inline_text(tok))
         elif tok.type in ("fence", "code_block"):
             texts[-1].append(tok.content)
-    for section, parts in zip(sections, texts):
+    for section, parts in zip(sections, texts, strict=True):
         section.text = "\n".join(p for p in parts if p)
     if not sections[0].text and len(sections) > 1:
         sections.pop(0)

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import procrastinate
 from procrastinate import jobs as pjobs

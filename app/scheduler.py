@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Iterable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 import procrastinate
 from procrastinate import jobs as pjobs
@@ -145,7 +146,7 @@ class Scheduler:
         if not planned:
             return report
         queued = self._queued({lock_of(p.snippet_id, p.target) for p in planned})
-        now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+        now = datetime.now(UTC).isoformat(timespec="microseconds")
         fresh: list[pjobs.Job] = []
         for p in planned:
             waiting = queued.get(lock_of(p.snippet_id, p.target))

@@ -16,9 +16,10 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from app.errors import broken_index_line, damaged_line
 from app.settings import Settings
@@ -115,7 +116,7 @@ class IndexKeeper:
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self.run, name="kernelwiki-index", daemon=True)
 
-    def start(self) -> "IndexKeeper":
+    def start(self) -> IndexKeeper:
         self.thread.start()
         return self
 

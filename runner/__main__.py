@@ -52,11 +52,10 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "doctor":
+        from runner.cgroup import cgroup_parent
         from runner.gpus import discover_gpus
         from runner.sandbox import isolation_problem, runner_settings
         from runner.toolchain import discover_toolchain
-
-        from runner.cgroup import cgroup_parent
 
         settings = runner_settings()
         levels = {level: isolation_problem(level) or "works" for level in (ISOLATION_BWRAP, ISOLATION_UNSHARE)}

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
 
-def install_agents(app: "FastAPI") -> None:
+def install_agents(app: FastAPI) -> None:
     """Add /llms.txt, /llms-full.txt, /pages/{id}.md and the streamable HTTP MCP endpoint /mcp."""
     from app.agents.mcp_server import mount_http
     from app.agents.routes import router

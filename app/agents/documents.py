@@ -6,7 +6,7 @@ both answer from these functions, so an agent sees the same text either way.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from app.agents.markdown import description, page_markdown, page_url, status_legend
 from app.schemas import PageSummary

@@ -9,9 +9,11 @@ Sections are the same headings and anchors the index and the HTML page use.
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 from markdown_it import MarkdownIt
@@ -218,7 +220,7 @@ def description(body: str, limit: int = 200) -> str:
     parser = MarkdownIt("commonmark").enable("table")
     for text in (body[:4000], body) if len(body) > 4000 else (body,):
         tokens = parser.parse(text)
-        for before, token in zip(tokens, tokens[1:]):
+        for before, token in itertools.pairwise(tokens):
             if before.type != "paragraph_open" or token.type != "inline":
                 continue
             words = "".join(" " if c.type in ("softbreak", "hardbreak") else c.content for c in token.children or [])

@@ -15,8 +15,9 @@ import html
 import logging
 import re
 import sys
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Annotated, Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -241,7 +242,7 @@ class PostOnly:
         await self.inner(scope, receive, send)
 
 
-def mount_http(app: "FastAPI") -> None:
+def mount_http(app: FastAPI) -> None:
     """Serve the tools at `/mcp` of `app` (stateless streamable HTTP), its session manager run by the app's lifespan."""
     settings: Settings = app.state.settings
     server = build_server(lambda: getattr(app.state, "store", None), settings.server_url)

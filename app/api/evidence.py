@@ -10,7 +10,7 @@ matched against the index's snippets. A post is stored whole or not at all.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
@@ -75,7 +75,7 @@ async def post_evidence(request: Request, store: StoreDep, settings: SettingsDep
     with a time zone; a long `output` is kept as head and tail. Answers 422 naming
     every refused record, 413 for an oversized body, 503 while the first index is built.
     """
-    received_at = datetime.now(timezone.utc)
+    received_at = datetime.now(UTC)
     status = getattr(request.app.state, "index_status", None)
     if status is not None and not status.ready.is_set():
         raise HTTPException(503, "the index is still being built; post again in a few seconds", headers={"Retry-After": "5"})

@@ -7,7 +7,8 @@ the HTML error renderer that `app.errors` uses for browser requests.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.requests import Request

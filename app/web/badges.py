@@ -14,9 +14,7 @@ from typing import Any
 
 from app.evidence_store import target_status
 from app.schemas import EvidencePublic, SnippetPublic
-from runner.status import LABEL as STATUS_LABEL
-from runner.status import WORST_FIRST as STATUS_ORDER
-from runner.status import gpu_word, rank, step_rank
+from runner.status import LABEL as STATUS_LABEL, WORST_FIRST as STATUS_ORDER, gpu_word, rank, step_rank
 
 __all__ = ["STATUS_LABEL", "STATUS_ORDER", "Badge", "SnippetEvidence", "TargetEvidence", "gpu_word", "rank",
            "snippet_evidence", "target_evidence"]  # fmt: skip

@@ -146,7 +146,7 @@ def _pull_in_outliers(xs: list[float], ys: list[float], factor: float = 1.4) -> 
     if n < 4:
         return
     cx, cy = sum(xs) / n, sum(ys) / n
-    radii = [math.hypot(x - cx, y - cy) for x, y in zip(xs, ys)]
+    radii = [math.hypot(x - cx, y - cy) for x, y in zip(xs, ys, strict=True)]
     limit = sorted(radii)[n // 2] * factor
     for i, r in enumerate(radii):
         if r > limit > 0:

@@ -12,8 +12,8 @@ import logging
 from typing import Any
 
 from app.store import Filters
-from app.web.render import highlight_code
 from app.web.cache import LRU
+from app.web.render import highlight_code
 from app.web.state import WebState
 
 log = logging.getLogger("kernelwiki")

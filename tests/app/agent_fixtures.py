@@ -6,8 +6,9 @@ a temporary index; they exercise how evidence is shown, not what a GPU did.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import pytest

@@ -8,7 +8,7 @@ import pytest
 
 from app.budget import approx_tokens, budgeted, render_context
 from app.schemas import SearchPublic, SearchResult, SectionRef
-from tests.app.agent_fixtures import agent_live, prepared_store  # noqa: F401  (agent_live is a fixture)
+from tests.app.agent_fixtures import prepared_store
 
 
 def ranked(*hits: tuple[str, str | None]) -> SearchPublic:

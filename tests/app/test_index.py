@@ -24,7 +24,7 @@ def test_changed_file_is_reindexed_and_deleted_file_leaves(store, wiki_dir: Path
     assert store.get_page("hw-mbarrier") is None
     assert store.search("mbarrier", Filters(type="hardware")).results[0].id == "hw-tma"
     tma = store.get_page("hw-tma")
-    assert {l.id: l.resolved for l in tma.related} == {"hw-tmem": True, "hw-mbarrier": False}
+    assert {link.id: link.resolved for link in tma.related} == {"hw-tmem": True, "hw-mbarrier": False}
 
 
 def test_bad_page_is_reported_and_the_rest_is_indexed(store, wiki_dir: Path) -> None:

@@ -7,7 +7,6 @@ from urllib.parse import quote
 
 import yaml
 
-from tests.app.agent_fixtures import agent_live  # noqa: F401  (fixture)
 from tests.app.test_search import HOSTILE
 
 LINK = re.compile(r"^- \[(?P<title>[^\]]+)\]\((?P<url>[^)]+)\): (?P<description>.+)$")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import anyio
 import httpx

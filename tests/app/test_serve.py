@@ -16,8 +16,9 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -266,7 +267,7 @@ def _index_fds(pid: int, db: Path) -> list[int]:
         try:
             if Path(os.readlink(fd)) == db:
                 info = Path(f"/proc/{pid}/fdinfo/{fd.name}").read_text()
-                flags.append(int(next(l for l in info.splitlines() if l.startswith("flags:")).split()[1], 8))
+                flags.append(int(next(line for line in info.splitlines() if line.startswith("flags:")).split()[1], 8))
         except OSError:
             continue
     return flags

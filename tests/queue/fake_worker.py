@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,7 @@ def fake_verify(snippet: dict[str, Any], target: str, force: bool) -> list[dict[
         page_id=snippet["page_id"], snippet_id=snippet["id"], path=snippet["path"], line=snippet["line"],
         lang=snippet["lang"], target=target, step="compile", status="pass", message=",".join(leaked),
         content_hash=snippet["content_hash"], toolchain=TOOLCHAIN,
-        timestamp=datetime.now(timezone.utc).isoformat(timespec="microseconds"), host=NAME, isolation="none",
+        timestamp=datetime.now(UTC).isoformat(timespec="microseconds"), host=NAME, isolation="none",
         mode=snippet["mode"],
     )  # fmt: skip
     return [record.to_dict()]

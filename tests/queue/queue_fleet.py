@@ -9,9 +9,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -126,10 +127,10 @@ class Fleet:
             ).fetchall()
 
     def stop(self) -> None:
-        for name, proc in self.procs.items():
+        for proc in self.procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
-        for name, proc in self.procs.items():
+        for proc in self.procs.values():
             try:
                 proc.wait(timeout=PROCESS_TIMEOUT_S)
             except subprocess.TimeoutExpired:

@@ -10,7 +10,6 @@ import signal
 from pathlib import Path
 
 import pytest
-
 from queue_fleet import Fleet, wait_for, write_page
 
 pytestmark = pytest.mark.postgres
