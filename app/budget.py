@@ -88,11 +88,16 @@ def _candidates(store: Store, result: SearchPublic, conn: Connection) -> list[Ca
         if span is None or (r.id, span.anchor) in seen:
             continue
         seen.add((r.id, span.anchor))
-        out.append(Candidate(
-            page_id=r.id, title=r.title, heading=span.heading, anchor=span.anchor,
-            text=page.text(span.start, span.end, with_evidence=False),
-            evidence=evidence_summary(page.snippets_in(span.start, span.end)),
-        ))  # fmt: skip
+        out.append(
+            Candidate(
+                page_id=r.id,
+                title=r.title,
+                heading=span.heading,
+                anchor=span.anchor,
+                text=page.text(span.start, span.end, with_evidence=False),
+                evidence=evidence_summary(page.snippets_in(span.start, span.end)),
+            )
+        )
     return out
 
 
@@ -113,7 +118,9 @@ def _cut(candidate: Candidate, tokens: int) -> str | None:
     return "\n".join(kept) + TRUNCATED
 
 
-def budgeted(store: Store, result: SearchPublic, budget_tokens: int, base_url: str, conn: Connection | None = None) -> SearchContext:
+def budgeted(
+    store: Store, result: SearchPublic, budget_tokens: int, base_url: str, conn: Connection | None = None
+) -> SearchContext:
     """The best sections of `result` within `budget_tokens`: whole ones first, then the start of the next best.
 
     `conn` is the request's connection where it has one (a request never holds two).
@@ -127,9 +134,16 @@ def budgeted(store: Store, result: SearchPublic, budget_tokens: int, base_url: s
 
     def entry(c: Candidate, text: str, truncated: bool) -> ContextSection:
         return ContextSection(
-            page_id=c.page_id, title=c.title, heading=c.heading, anchor=c.anchor, url=page_url(base_url, c.page_id),
-            text=text, evidence=c.evidence, tokens=c.cost(text), truncated=truncated,
-        )  # fmt: skip
+            page_id=c.page_id,
+            title=c.title,
+            heading=c.heading,
+            anchor=c.anchor,
+            url=page_url(base_url, c.page_id),
+            text=text,
+            evidence=c.evidence,
+            tokens=c.cost(text),
+            truncated=truncated,
+        )
 
     for i, c in enumerate(candidates):
         cost = c.cost(c.text)
@@ -147,9 +161,12 @@ def budgeted(store: Store, result: SearchPublic, budget_tokens: int, base_url: s
             break
     sections = [chosen[i] for i in sorted(chosen)]
     return SearchContext(
-        budget_tokens=budget_tokens, used_tokens=budget_tokens - left, approximation=APPROXIMATION,
-        sections=sections, left_out=len(candidates) - len(sections),
-    )  # fmt: skip
+        budget_tokens=budget_tokens,
+        used_tokens=budget_tokens - left,
+        approximation=APPROXIMATION,
+        sections=sections,
+        left_out=len(candidates) - len(sections),
+    )
 
 
 def render_context(context: SearchContext) -> str:

@@ -54,12 +54,22 @@ def claim_problems(confidence: str | None, evidence_level: str | None, snippets:
     if confidence == "verified":
         never = [s.id for s in snippets if s.mode == "run" and "pass" not in s.target_status.values()]
         if never:
-            problems.append(("confidence", f"'verified', but {len(never)} program(s) never ran and passed on any declared target: {', '.join(never)}"))
+            problems.append(
+                (
+                    "confidence",
+                    f"'verified', but {len(never)} program(s) never ran and passed on any declared target: {', '.join(never)}",
+                )
+            )
         if not any(set(s.target_status.values()) & VERIFIED for s in snippets):
             problems.append(("confidence", "'verified', but no block of the page is verified on any declared target"))
     if evidence_level in MEASURING_LEVELS and not any(measures(o) for s in snippets for o in s.run_outputs):
-        problems.append(("evidence_level", f"'{evidence_level}', but no program of the page measures: no passing run printed a "
-                         "number with a unit of time, rate or cycles (e.g. '49.2 us/iter')"))  # fmt: skip
+        problems.append(
+            (
+                "evidence_level",
+                f"'{evidence_level}', but no program of the page measures: no passing run printed a "
+                "number with a unit of time, rate or cycles (e.g. '49.2 us/iter')",
+            )
+        )
     return problems
 
 
@@ -67,8 +77,12 @@ def facts_from_public(snippets: Iterable[Any]) -> list[SnippetFacts]:
     """SnippetFacts from the API's SnippetPublic objects (the service's side)."""
     out = []
     for s in snippets:
-        outputs = [str(r.data.get("output") or "") for t in s.targets for r in s.evidence.get(t, [])
-                   if r.step == "run" and r.status == "pass" and not r.stale]  # fmt: skip
+        outputs = [
+            str(r.data.get("output") or "")
+            for t in s.targets
+            for r in s.evidence.get(t, [])
+            if r.step == "run" and r.status == "pass" and not r.stale
+        ]
         out.append(SnippetFacts(s.id, s.mode, dict(s.target_status), outputs))
     return out
 
@@ -117,7 +131,11 @@ def read_evidence(folder: Path) -> tuple[list[Any], list[str]]:
             records.extend(read_jsonl(path))
         except (ValueError, OSError, UnicodeDecodeError) as exc:
             text = str(exc)
-            errors.append(text.replace(": not an evidence record:", ": error: not an evidence record:", 1) if text.startswith(str(path)) else f"{path}:1: error: {text}")
+            errors.append(
+                text.replace(": not an evidence record:", ": error: not an evidence record:", 1)
+                if text.startswith(str(path))
+                else f"{path}:1: error: {text}"
+            )
     return records, errors
 
 

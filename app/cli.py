@@ -17,7 +17,9 @@ from rich.table import Table
 
 from app.settings import Settings
 
-cli = typer.Typer(help="kernelwiki: GPU kernel engineering facts, proven by compiled and executed snippets.", no_args_is_help=True)
+cli = typer.Typer(
+    help="kernelwiki: GPU kernel engineering facts, proven by compiled and executed snippets.", no_args_is_help=True
+)
 evidence_cli = typer.Typer(help="Evidence records made elsewhere.", no_args_is_help=True)
 cli.add_typer(evidence_cli, name="evidence")
 out = Console()
@@ -61,7 +63,10 @@ def index(
     wiki: WikiOpt = None,
     db: DbOpt = None,
     force: Annotated[bool, typer.Option(help="reparse every file")] = False,
-    rebuild: Annotated[bool, typer.Option("--rebuild", help="rebuild the index from the wiki; a damaged SQLite file is set aside, its evidence kept")] = False,
+    rebuild: Annotated[
+        bool,
+        typer.Option("--rebuild", help="rebuild the index from the wiki; a damaged SQLite file is set aside, its evidence kept"),
+    ] = False,
 ) -> None:
     """Index the wiki into the SQL index (only changed files are reparsed)."""
     settings = settings_for(wiki, db)
@@ -91,7 +96,10 @@ def index(
 @cli.command()
 def lint(
     wiki: WikiOpt = None,
-    evidence: Annotated[Path | None, typer.Option("--evidence", help="folder of evidence JSONL the claims are checked against [env KERNELWIKI_EVIDENCE]")] = None,
+    evidence: Annotated[
+        Path | None,
+        typer.Option("--evidence", help="folder of evidence JSONL the claims are checked against [env KERNELWIKI_EVIDENCE]"),
+    ] = None,
 ) -> None:
     """Check every page, and its confidence/evidence_level against its snippets' evidence; exit 1 on errors."""
     from app.claims import lint_claims, read_evidence
@@ -126,18 +134,33 @@ def lint(
 def serve(
     wiki: WikiOpt = None,
     db: DbOpt = None,
-    evidence: Annotated[Path | None, typer.Option("--evidence", help="folder of committed evidence JSONL [env KERNELWIKI_EVIDENCE]")] = None,
+    evidence: Annotated[
+        Path | None, typer.Option("--evidence", help="folder of committed evidence JSONL [env KERNELWIKI_EVIDENCE]")
+    ] = None,
     host: Annotated[str | None, typer.Option(help="address to listen on")] = None,
     port: Annotated[int | None, typer.Option(help="port")] = None,
-    watch: Annotated[bool | None, typer.Option("--watch/--no-watch", help="reindex as wiki files are added, changed or deleted")] = None,
-    workers: Annotated[int, typer.Option(min=1, max=64, help="uvicorn worker processes for multi-core hosts; they open the index read-only while this process indexes")] = 1,
+    watch: Annotated[
+        bool | None, typer.Option("--watch/--no-watch", help="reindex as wiki files are added, changed or deleted")
+    ] = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=64,
+            help="uvicorn worker processes for multi-core hosts; they open the index read-only while this process indexes",
+        ),
+    ] = 1,
 ) -> None:
     """Serve the API and the docs browser at once, indexing the wiki in the background (/api/health shows progress)."""
     from app.serve import run_server
 
     settings = settings_for(wiki, db, evidence=evidence, host=host, port=port, watch=watch)
-    code = run_server(settings, workers, say=lambda line: out.print(line, highlight=False, markup=False, soft_wrap=True),
-                      warn=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True))  # fmt: skip
+    code = run_server(
+        settings,
+        workers,
+        say=lambda line: out.print(line, highlight=False, markup=False, soft_wrap=True),
+        warn=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True),
+    )
     if code:
         raise typer.Exit(code)
 
@@ -146,7 +169,9 @@ def serve(
 def mcp(
     wiki: WikiOpt = None,
     db: DbOpt = None,
-    evidence: Annotated[Path | None, typer.Option("--evidence", help="folder of evidence JSONL [env KERNELWIKI_EVIDENCE]")] = None,
+    evidence: Annotated[
+        Path | None, typer.Option("--evidence", help="folder of evidence JSONL [env KERNELWIKI_EVIDENCE]")
+    ] = None,
 ) -> None:
     """Index the wiki, then serve the MCP tools (search, get_page, get_snippet_evidence, resolve) on stdio."""
     from app.agents.mcp_server import run_stdio
@@ -210,7 +235,13 @@ def verify(
     compile_only: Annotated[bool, typer.Option("--compile-only", help="build programs but do not run them")] = False,
     report: Annotated[Path | None, typer.Option("--report", help="also write the evidence records to this JSONL file")] = None,
     store_evidence: Annotated[bool, typer.Option("--store/--no-store", help="record the evidence in the index")] = True,
-    isolation: Annotated[str | None, typer.Option("--isolation", help="sandbox: bwrap (default), or unshare-net / none / auto to accept weaker isolation explicitly [env KERNELWIKI_ISOLATION]")] = None,
+    isolation: Annotated[
+        str | None,
+        typer.Option(
+            "--isolation",
+            help="sandbox: bwrap (default), or unshare-net / none / auto to accept weaker isolation explicitly [env KERNELWIKI_ISOLATION]",
+        ),
+    ] = None,
 ) -> None:
     """Compile every snippet for its targets, run programs on matching GPUs, record the evidence.
 
@@ -226,10 +257,15 @@ def verify(
         bar.start()
     try:
         result = run_verify(
-            settings.wiki, pages=page or None, targets=target or None, jobs=jobs,
-            use_cache=not no_cache, compile_only=compile_only, progress=update,
+            settings.wiki,
+            pages=page or None,
+            targets=target or None,
+            jobs=jobs,
+            use_cache=not no_cache,
+            compile_only=compile_only,
+            progress=update,
             isolation=isolation or settings.isolation,
-        )  # fmt: skip
+        )
     except (SandboxUnavailable, ValueError) as exc:
         err.print(f"kernelwiki verify: nothing was run: {exc}", markup=False, highlight=False)
         raise typer.Exit(2) from None
@@ -272,7 +308,9 @@ def evidence_export(
 
 
 @evidence_cli.command("import")
-def evidence_import(files: Annotated[list[Path], typer.Argument(help="JSONL files of evidence records")], wiki: WikiOpt = None, db: DbOpt = None) -> None:
+def evidence_import(
+    files: Annotated[list[Path], typer.Argument(help="JSONL files of evidence records")], wiki: WikiOpt = None, db: DbOpt = None
+) -> None:
     """Attach evidence produced elsewhere; importing the same records twice changes nothing."""
     settings = settings_for(wiki, db)
     store = open_store(settings)
@@ -283,7 +321,9 @@ def evidence_import(files: Annotated[list[Path], typer.Argument(help="JSONL file
         for e in result.errors:
             err.print(e, markup=False, highlight=False)
         bad = bad or bool(result.errors)
-        out.print(f"{path}: {result.inserted} new, {result.duplicates} already present, {len(result.errors)} rejected", highlight=False)
+        out.print(
+            f"{path}: {result.inserted} new, {result.duplicates} already present, {len(result.errors)} rejected", highlight=False
+        )
     if bad:
         raise typer.Exit(1)
 

@@ -15,7 +15,9 @@ out = Console()
 
 QueueDbOpt = Annotated[
     str | None,
-    typer.Option("--queue-db", help="PostgreSQL URL of the job queue [env KERNELWIKI_QUEUE_DATABASE_URL; default: --db when PostgreSQL]"),
+    typer.Option(
+        "--queue-db", help="PostgreSQL URL of the job queue [env KERNELWIKI_QUEUE_DATABASE_URL; default: --db when PostgreSQL]"
+    ),
 ]
 DbOpt = Annotated[str | None, typer.Option("--db", help="index URL, for the scheduler and --enqueue [env KERNELWIKI_DB]")]
 
@@ -27,10 +29,18 @@ def _settings(**overrides: object):  # type: ignore[no-untyped-def]
 
 
 def worker(
-    target: Annotated[list[str] | None, typer.Option("--target", help="a queue to serve, e.g. sm_90a (repeatable); needs a GPU that runs it")] = None,
-    scheduler: Annotated[bool, typer.Option("--scheduler", help="serve the control queue instead: on-edit sweep and nightly fan-out")] = False,
-    check: Annotated[bool, typer.Option("--check", help="only say whether this machine can serve --target (exit 0) or not (exit 2)")] = False,
-    server: Annotated[str | None, typer.Option("--server", help="service URL evidence is posted to [env KERNELWIKI_SERVER_URL]")] = None,
+    target: Annotated[
+        list[str] | None, typer.Option("--target", help="a queue to serve, e.g. sm_90a (repeatable); needs a GPU that runs it")
+    ] = None,
+    scheduler: Annotated[
+        bool, typer.Option("--scheduler", help="serve the control queue instead: on-edit sweep and nightly fan-out")
+    ] = False,
+    check: Annotated[
+        bool, typer.Option("--check", help="only say whether this machine can serve --target (exit 0) or not (exit 2)")
+    ] = False,
+    server: Annotated[
+        str | None, typer.Option("--server", help="service URL evidence is posted to [env KERNELWIKI_SERVER_URL]")
+    ] = None,
     queue_db: QueueDbOpt = None,
     db: DbOpt = None,
 ) -> None:
@@ -63,8 +73,12 @@ def worker(
 
 
 def jobs(
-    enqueue: Annotated[bool, typer.Option("--enqueue", help="fan out every snippet × target now (as the nightly task does)")] = False,
-    force: Annotated[bool, typer.Option("--force", help="with --enqueue: redo what is verified with the same hash and toolchain")] = False,
+    enqueue: Annotated[
+        bool, typer.Option("--enqueue", help="fan out every snippet × target now (as the nightly task does)")
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="with --enqueue: redo what is verified with the same hash and toolchain")
+    ] = False,
     target: Annotated[list[str] | None, typer.Option("--target", help="with --enqueue: only these targets")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     queue_db: QueueDbOpt = None,

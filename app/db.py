@@ -23,7 +23,9 @@ POOL_SIZE, MAX_OVERFLOW, POOL_TIMEOUT_S = 8, 40, 30.0
 connection, so size + overflow ≥ the threads that serve requests (anyio's default: 40) means no request waits."""
 
 
-def make_engine(url: str, pool_size: int | None = None, max_overflow: int | None = None, pool_timeout: float | None = None) -> Engine:
+def make_engine(
+    url: str, pool_size: int | None = None, max_overflow: int | None = None, pool_timeout: float | None = None
+) -> Engine:
     """An engine for `url`; SQLite gets WAL mode so readers never wait for a reindex."""
     pool = {
         "pool_size": POOL_SIZE if pool_size is None else pool_size,

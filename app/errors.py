@@ -14,9 +14,17 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger("kernelwiki")
 
-TITLES = {400: "Bad request", 401: "Unauthorized", 403: "Forbidden", 404: "Not found", 405: "Method not allowed",
-          413: "Payload too large", 422: "Invalid parameters", 500: "Internal error",
-          503: "Service unavailable"}  # fmt: skip
+TITLES = {
+    400: "Bad request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not found",
+    405: "Method not allowed",
+    413: "Payload too large",
+    422: "Invalid parameters",
+    500: "Internal error",
+    503: "Service unavailable",
+}
 DAMAGED = ("malformed", "not a database", "disk image", "corrupt", "file is encrypted")
 """What SQLite says when the index file itself is broken (rather than busy or missing a table)."""
 REBUILD_HINT = "rebuild it with `kernelwiki index --rebuild` (evidence is kept where it can still be read)"
@@ -69,8 +77,7 @@ def install_error_handlers(app: FastAPI, html_renderer: Any = None) -> None:
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:
         detail = [
-            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
-            for e in exc.errors()
+            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in exc.errors()
         ]
         return respond(request, 422, detail)
 

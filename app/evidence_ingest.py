@@ -114,7 +114,9 @@ class EvidenceIn(BaseModel):
     exit_code: Annotated[int, Field(ge=-1_000, le=1_000_000)] | None = None
     duration_s: Annotated[float, Field(ge=0, le=10_000_000)] = 0.0
     resources: Annotated[dict[str, Any], BeforeValidator(_json_bounded)] = Field(default_factory=dict)
-    checks: Annotated[list[dict[str, Any]], Field(max_length=MAX_CHECKS), BeforeValidator(_json_bounded)] = Field(default_factory=list)
+    checks: Annotated[list[dict[str, Any]], Field(max_length=MAX_CHECKS), BeforeValidator(_json_bounded)] = Field(
+        default_factory=list
+    )
     gpu_name: Short | None = None
     compute_capability: Annotated[str, Field(max_length=16)] | None = None
     driver_version: Annotated[str, Field(max_length=64)] | None = None
@@ -122,7 +124,8 @@ class EvidenceIn(BaseModel):
         default="", description="the exact command line of the step (compiler flags included), to reproduce it"
     )
     warnings: Annotated[list[Annotated[str, Field(max_length=MESSAGE_MAX_BYTES)]], Field(max_length=MAX_WARNINGS)] = Field(
-        default_factory=list, description="compiler messages that change what a pass means (an instruction ignored, performance lost)"
+        default_factory=list,
+        description="compiler messages that change what a pass means (an instruction ignored, performance lost)",
     )
     job_id: Annotated[int, Field(ge=0)] | None = Field(default=None, description="the queue job that produced it (app/worker.py)")
     worker: Short | None = Field(default=None, description="the GPU worker that produced it")

@@ -51,12 +51,17 @@ class StatusIndex:
     snippets: list[SnippetState]
     evidence_count: int = 0  # records stored (counted once per data version)
 
-    def select(self, page_id: str | None = None, lang: str | None = None, target: str | None = None, status: str | None = None) -> list[SnippetState]:
+    def select(
+        self, page_id: str | None = None, lang: str | None = None, target: str | None = None, status: str | None = None
+    ) -> list[SnippetState]:
         return [
-            s for s in self.snippets
-            if (not page_id or s.page_id == page_id) and (not lang or s.lang == lang)
-            and (not target or target in s.targets) and (not status or s.status == status)
-        ]  # fmt: skip
+            s
+            for s in self.snippets
+            if (not page_id or s.page_id == page_id)
+            and (not lang or s.lang == lang)
+            and (not target or target in s.targets)
+            and (not status or s.status == status)
+        ]
 
     def counts(self) -> Counter[str]:
         return Counter(s.status for s in self.snippets)
@@ -70,13 +75,17 @@ class StatusIndex:
         return out
 
 
-def build_status_index(conn: Connection, evidence: Any, version: tuple[Any, ...], previous: StatusIndex | None = None) -> StatusIndex:
+def build_status_index(
+    conn: Connection, evidence: Any, version: tuple[Any, ...], previous: StatusIndex | None = None
+) -> StatusIndex:
     """Apply the status rules to every snippet, or, when only evidence was added since `previous`,
     to the snippets that got new records (see `changed_since`)."""
     changed = changed_since(conn, previous.version, version) if previous is not None else None
     if previous is not None and changed is not None:
         fresh = {s.id: _state(s) for chunk in _chunks(changed) for s in evidence.snippets_with_evidence(conn, ids=chunk)}
-        added = conn.execute(text("SELECT count(*) FROM evidence WHERE rowid > :last"), {"last": previous.version[1]}).scalar() or 0
+        added = (
+            conn.execute(text("SELECT count(*) FROM evidence WHERE rowid > :last"), {"last": previous.version[1]}).scalar() or 0
+        )
         return StatusIndex(version, [fresh.get(s.id, s) for s in previous.snippets], previous.evidence_count + added)
     rows = [_state(s) for s in evidence.snippets_with_evidence(conn)]
     count = conn.execute(select(func.count()).select_from(EvidenceRow)).scalar() or 0
@@ -110,9 +119,13 @@ class SnippetWindow:
 
 
 def snippet_window(
-    conn: Connection, page_id: str | None = None, lang: str | None = None, target: str | None = None,
-    limit: int = 50, offset: int = 0,
-) -> SnippetWindow:  # fmt: skip
+    conn: Connection,
+    page_id: str | None = None,
+    lang: str | None = None,
+    target: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> SnippetWindow:
     """Ids of one window of snippets (page, position order) and the exact total, filtered and paged in SQL.
 
     Reads no evidence. (`target` matches a declared target: the JSON list is searched for the quoted name.)
@@ -131,5 +144,10 @@ def snippet_window(
         params["target_like"] = '%"' + target.replace("!", "!!").replace("%", "!%").replace("_", "!_") + '"%'
     cond = ("WHERE " + " AND ".join(where)) if where else ""
     total = conn.execute(text(f"SELECT count(*) FROM snippet s {cond}"), params).scalar() or 0
-    ids = [r[0] for r in conn.execute(text(f"SELECT s.id FROM snippet s {cond} ORDER BY s.page_id, s.position LIMIT :lim OFFSET :off"), params)]
+    ids = [
+        r[0]
+        for r in conn.execute(
+            text(f"SELECT s.id FROM snippet s {cond} ORDER BY s.page_id, s.position LIMIT :lim OFFSET :off"), params
+        )
+    ]
     return SnippetWindow(ids, total)

@@ -83,12 +83,21 @@ class EvidenceStore:
                 present |= {r for (r,) in conn.execute(select(EvidenceRow.record_id).where(EvidenceRow.record_id.in_(chunk)))}
             rows = [
                 {
-                    "record_id": r.record_id, "snippet_id": r.snippet_id, "page_id": r.page_id,
-                    "target": r.target, "step": r.step, "status": r.status, "content_hash": r.content_hash,
-                    "timestamp": r.stamp, "data": json.dumps(r.to_record()), "received_at": received, "origin": origin[:200],
+                    "record_id": r.record_id,
+                    "snippet_id": r.snippet_id,
+                    "page_id": r.page_id,
+                    "target": r.target,
+                    "step": r.step,
+                    "status": r.status,
+                    "content_hash": r.content_hash,
+                    "timestamp": r.stamp,
+                    "data": json.dumps(r.to_record()),
+                    "received_at": received,
+                    "origin": origin[:200],
                 }
-                for rid, r in good.items() if rid not in present
-            ]  # fmt: skip
+                for rid, r in good.items()
+                if rid not in present
+            ]
             if rows:
                 conn.execute(insert(EvidenceRow), rows)
         result.inserted = len(rows)
@@ -139,13 +148,18 @@ class EvidenceStore:
         with self.engine.connect() as conn:
             for i in range(0, len(wanted), 500):
                 chunk = wanted[i : i + 500]
-                pages.update((sid, pid) for sid, pid in conn.execute(select(SnippetRow.id, SnippetRow.page_id).where(SnippetRow.id.in_(chunk))))
+                pages.update(
+                    (sid, pid)
+                    for sid, pid in conn.execute(select(SnippetRow.id, SnippetRow.page_id).where(SnippetRow.id.in_(chunk)))
+                )
         problems: list[str] = []
         for n, r in enumerate(records):
             if r.snippet_id not in pages:
                 problems.append(f"record {n} ({r.record_id}): no snippet '{r.snippet_id}' in the index")
             elif pages[r.snippet_id] != r.page_id:
-                problems.append(f"record {n} ({r.record_id}): snippet '{r.snippet_id}' is on page '{pages[r.snippet_id]}', not '{r.page_id}'")
+                problems.append(
+                    f"record {n} ({r.record_id}): snippet '{r.snippet_id}' is on page '{pages[r.snippet_id]}', not '{r.page_id}'"
+                )
         return problems
 
     def export_jsonl(self, out: Any, origin: str | None = None) -> int:
@@ -173,16 +187,29 @@ class EvidenceStore:
     def _public(row: Any, current_hash: str | None) -> EvidencePublic:
         data = json.loads(row.data)
         return EvidencePublic(
-            record_id=row.record_id, snippet_id=row.snippet_id, target=row.target, step=row.step,
-            status=row.status, stale=current_hash is not None and row.content_hash != current_hash,
-            message=data.get("message"), timestamp=row.timestamp, data=data, warnings=record_warnings(data),
-        )  # fmt: skip
+            record_id=row.record_id,
+            snippet_id=row.snippet_id,
+            target=row.target,
+            step=row.step,
+            status=row.status,
+            stale=current_hash is not None and row.content_hash != current_hash,
+            message=data.get("message"),
+            timestamp=row.timestamp,
+            data=data,
+            warnings=record_warnings(data),
+        )
 
     def snippets_with_evidence(
-        self, conn: Connection, page_id: str | None = None, lang: str | None = None,
-        target: str | None = None, status: str | None = None, limit: int | None = None, offset: int = 0,
+        self,
+        conn: Connection,
+        page_id: str | None = None,
+        lang: str | None = None,
+        target: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
         ids: list[str] | None = None,
-    ) -> list[SnippetPublic]:  # fmt: skip
+    ) -> list[SnippetPublic]:
         """Snippets with the latest record per target and step; filters apply to the overall status.
 
         `ids` (one window from `app.evidence_status.snippet_window`) reads only those snippets' evidence;
@@ -226,12 +253,25 @@ class EvidenceStore:
             if status and summary.status != status:
                 continue
             warnings = snippet_warnings(evidence, targets)
-            out.append(SnippetPublic(
-                id=s.id, page_id=s.page_id, position=s.position, line=s.line, lang=s.lang, mode=s.mode,
-                targets=targets, content_hash=s.content_hash, info=data.get("info"),
-                source=data.get("source"), status=summary.status, summary=summary.text,
-                target_status=summary.targets, warnings=warnings, evidence=evidence,
-            ))  # fmt: skip
+            out.append(
+                SnippetPublic(
+                    id=s.id,
+                    page_id=s.page_id,
+                    position=s.position,
+                    line=s.line,
+                    lang=s.lang,
+                    mode=s.mode,
+                    targets=targets,
+                    content_hash=s.content_hash,
+                    info=data.get("info"),
+                    source=data.get("source"),
+                    status=summary.status,
+                    summary=summary.text,
+                    target_status=summary.targets,
+                    warnings=warnings,
+                    evidence=evidence,
+                )
+            )
         if limit is not None:
             out = out[offset : offset + limit]
         return out
@@ -273,7 +313,9 @@ def target_status(records: list[EvidencePublic], mode: str | None = None, sass: 
     return status_rules.target_status(facts, needed_steps(mode, sass) if mode else None)
 
 
-def snippet_summary(mode: str, evidence: dict[str, list[EvidencePublic]], targets: list[str], sass: bool = False) -> SnippetSummary:
+def snippet_summary(
+    mode: str, evidence: dict[str, list[EvidencePublic]], targets: list[str], sass: bool = False
+) -> SnippetSummary:
     """What a snippet's evidence proves over its declared `targets`: status, sentence, status per target."""
     facts = {t: step_facts(recs) for t, recs in evidence.items()}
     return summarize_snippet(mode, targets, facts, sass)
@@ -308,7 +350,11 @@ def page_evidence_text(snippets: list[SnippetPublic]) -> str:
         if any(s.mode == "run" and s.target_status.get(t) == "pass" for s in snippets):
             ran.append(t)
         elif any(r.step == "compile" and r.status == "pass" for _, r in current):
-            reasons = [status_rules.skip_reason(t, r.message or "") for s, r in current if s.mode == "run" and r.step == "run" and r.status == "skipped"]
+            reasons = [
+                status_rules.skip_reason(t, r.message or "")
+                for s, r in current
+                if s.mode == "run" and r.step == "run" and r.status == "skipped"
+            ]
             if reasons:
                 never_run[t] = reasons
             else:
@@ -321,7 +367,9 @@ def page_evidence_text(snippets: list[SnippetPublic]) -> str:
     if built:
         parts.append(f"compiled for {', '.join(built)}")
     if never_run:
-        parts.append(f"compiled for {', '.join(never_run)}, never run: {status_rules.or_reasons([r for rs in never_run.values() for r in rs])}")
+        parts.append(
+            f"compiled for {', '.join(never_run)}, never run: {status_rules.or_reasons([r for rs in never_run.values() for r in rs])}"
+        )
     if expected:
         parts.append(f"only expected compile failures checked on {', '.join(expected)}")
     if unproven:

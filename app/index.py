@@ -129,25 +129,46 @@ class _Rows:
     """Rows of every table, collected for a batch of pages and written with executemany."""
 
     def __init__(self) -> None:
-        self.by_table: dict[Any, list[dict[str, Any]]] = {t: [] for t in (PageRow, AliasRow, TagRow, LanguageRow, ArchitectureRow, LinkRow, SectionRow, SnippetRow)}
+        self.by_table: dict[Any, list[dict[str, Any]]] = {
+            t: [] for t in (PageRow, AliasRow, TagRow, LanguageRow, ArchitectureRow, LinkRow, SectionRow, SnippetRow)
+        }
 
     def add_page(self, prep: Prepared, next_section: int) -> int:
         page = prep.page
         assert page is not None
         meta = {
-            "id": page.id, "title": page.title, "type": page.type, "architectures": page.architectures,
-            "languages": page.languages, "tags": page.tags, "aliases": page.aliases,
-            "confidence": page.confidence, "evidence_level": page.evidence_level,
-            "evidence_basis": page.evidence_basis, "related": page.related, "sources": page.sources,
+            "id": page.id,
+            "title": page.title,
+            "type": page.type,
+            "architectures": page.architectures,
+            "languages": page.languages,
+            "tags": page.tags,
+            "aliases": page.aliases,
+            "confidence": page.confidence,
+            "evidence_level": page.evidence_level,
+            "evidence_basis": page.evidence_basis,
+            "related": page.related,
+            "sources": page.sources,
             **page.extra,
-        }  # fmt: skip
+        }
         rows = self.by_table
-        rows[PageRow].append({
-            "id": page.id, "title": page.title, "title_lower": page.title.lower(), "type": page.type, "path": page.path,
-            "confidence": page.confidence, "evidence_level": page.evidence_level,
-            "meta": json.dumps(meta), "body": page.body, "body_line": page.body_line,
-            "html": prep.html, "toc": json.dumps(prep.toc), "content_hash": page.content_hash,
-        })  # fmt: skip
+        rows[PageRow].append(
+            {
+                "id": page.id,
+                "title": page.title,
+                "title_lower": page.title.lower(),
+                "type": page.type,
+                "path": page.path,
+                "confidence": page.confidence,
+                "evidence_level": page.evidence_level,
+                "meta": json.dumps(meta),
+                "body": page.body,
+                "body_line": page.body_line,
+                "html": prep.html,
+                "toc": json.dumps(prep.toc),
+                "content_hash": page.content_hash,
+            }
+        )
         rows[AliasRow] += [{"page_id": page.id, "alias": a, "alias_lower": a.lower()} for a in page.aliases]
         rows[TagRow] += [{"page_id": page.id, "tag": t} for t in page.tags]
         rows[LanguageRow] += [{"page_id": page.id, "language": lang} for lang in page.languages]
@@ -158,18 +179,33 @@ class _Rows:
             for t in getattr(page, kind)
         ]
         for section in prep.sections:
-            rows[SectionRow].append({
-                "id": next_section, "page_id": page.id, "position": section.position, "level": section.level,
-                "heading": section.heading, "anchor": section.anchor,
-                "line": page.body_line + section.line - 1, "text": section.text,
-            })  # fmt: skip
+            rows[SectionRow].append(
+                {
+                    "id": next_section,
+                    "page_id": page.id,
+                    "position": section.position,
+                    "level": section.level,
+                    "heading": section.heading,
+                    "anchor": section.anchor,
+                    "line": page.body_line + section.line - 1,
+                    "text": section.text,
+                }
+            )
             next_section += 1
         for data in prep.snippets:
-            rows[SnippetRow].append({
-                "id": data["id"], "page_id": page.id, "position": data["index"], "line": data["line"],
-                "lang": data["lang"], "mode": data["mode"], "targets": json.dumps(data["targets"]),
-                "content_hash": data["content_hash"], "data": json.dumps(data),
-            })  # fmt: skip
+            rows[SnippetRow].append(
+                {
+                    "id": data["id"],
+                    "page_id": page.id,
+                    "position": data["index"],
+                    "line": data["line"],
+                    "lang": data["lang"],
+                    "mode": data["mode"],
+                    "targets": json.dumps(data["targets"]),
+                    "content_hash": data["content_hash"],
+                    "data": json.dumps(data),
+                }
+            )
         return next_section
 
     def flush(self, conn: Connection) -> None:
@@ -243,14 +279,14 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
             conn.exec_driver_sql("PRAGMA cache_size = -65536")
             conn.exec_driver_sql("PRAGMA temp_store = MEMORY")
         known = {
-            r[0]: _Known(*r[1:])
-            for r in conn.exec_driver_sql("SELECT path, mtime_ns, size, content_hash, page_id FROM file")
+            r[0]: _Known(*r[1:]) for r in conn.exec_driver_sql("SELECT path, mtime_ns, size, content_hash, page_id FROM file")
         }
         gone = [p for p in known if p not in on_disk]
         candidates = [
-            rel for rel, (_, mtime, size) in on_disk.items()
+            rel
+            for rel, (_, mtime, size) in on_disk.items()
             if force or (k := known.get(rel)) is None or k.page_id is None or (k.mtime_ns, k.size) != (mtime, size)
-        ]  # fmt: skip
+        ]
         report.unchanged = len(on_disk) - len(candidates)
 
         parsed: dict[str, tuple[bytes, str]] = {}
@@ -271,10 +307,11 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
 
         old_ids = {rel: known[rel].page_id for rel in gone + list(parsed) if rel in known and known[rel].page_id}
         # Ids held by files that stay as they are: a new page may not take one of them.
-        kept_ids = {
-            row.page_id: rel for rel, row in known.items()
-            if row.page_id is not None and rel not in old_ids and rel in on_disk
-        } if parsed else {}  # fmt: skip
+        kept_ids = (
+            {row.page_id: rel for rel, row in known.items() if row.page_id is not None and rel not in old_ids and rel in on_disk}
+            if parsed
+            else {}
+        )
         prepared = _prepare_all([(rel, raw, digest) for rel, (raw, digest) in sorted(parsed.items())])
         pages: list[Page] = []
         failed: set[str] = set()
@@ -284,7 +321,14 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
             if page is not None:
                 owner = kept_ids.get(page.id)
                 if owner is not None:
-                    prep.diagnostics.append(Diagnostic(prep.rel, page.line_of("id"), "error", f"duplicate id '{page.id}': also used by {owner}; this page is left out"))
+                    prep.diagnostics.append(
+                        Diagnostic(
+                            prep.rel,
+                            page.line_of("id"),
+                            "error",
+                            f"duplicate id '{page.id}': also used by {owner}; this page is left out",
+                        )
+                    )
                     page = None
                 else:
                     kept_ids[page.id] = prep.rel
@@ -300,7 +344,9 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
         new_hashes = {d["content_hash"] for prep in accepted for d in prep.snippets}
         known_hashes: set[str] = set()
         for chunk in chunks(sorted(new_hashes), 500):
-            known_hashes |= {h for (h,) in conn.execute(select(SnippetRow.content_hash).where(SnippetRow.content_hash.in_(chunk)))}
+            known_hashes |= {
+                h for (h,) in conn.execute(select(SnippetRow.content_hash).where(SnippetRow.content_hash.in_(chunk)))
+            }
         _delete_pages(conn, sorted(set(old_ids.values())))
         for chunk in chunks(touched, 500):
             conn.execute(delete(FileRow).where(FileRow.path.in_(chunk)))
@@ -315,14 +361,17 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
         rows.flush(conn)
         path_to_id = {p.path: p.id for p in pages}
         file_rows = [
-            {"path": rel, "mtime_ns": on_disk[rel][1], "size": on_disk[rel][2], "content_hash": digest, "page_id": path_to_id.get(rel)}
+            {
+                "path": rel,
+                "mtime_ns": on_disk[rel][1],
+                "size": on_disk[rel][2],
+                "content_hash": digest,
+                "page_id": path_to_id.get(rel),
+            }
             for rel, (_raw, digest) in parsed.items()
-        ]  # fmt: skip
-        bulk_insert(conn, FileRow, file_rows)
-        diag_rows = [
-            {"path": d.path, "line": d.line, "severity": d.severity, "message": d.message}
-            for d in report.diagnostics
         ]
+        bulk_insert(conn, FileRow, file_rows)
+        diag_rows = [{"path": d.path, "line": d.line, "severity": d.severity, "message": d.message} for d in report.diagnostics]
         if diag_rows:
             conn.execute(insert(DiagnosticRow), diag_rows)
         # Links can change resolution only where a page appeared or left, or where a page is new.

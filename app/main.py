@@ -61,7 +61,13 @@ def read_only_url(url: str) -> str:
 def open_store(settings: Settings, read_only: bool = False) -> Store:
     """Open the index; a writer migrates it to the newest schema first. Raises on a damaged index."""
     url = read_only_url(settings.db) if read_only else settings.db
-    store = Store(url, pool_size=settings.db_pool_size, max_overflow=settings.db_max_overflow, pool_timeout=settings.db_pool_timeout_s, search_engine=SearchEngine(settings.search_cache_size, settings.search_typo_budget_s))
+    store = Store(
+        url,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
+        pool_timeout=settings.db_pool_timeout_s,
+        search_engine=SearchEngine(settings.search_cache_size, settings.search_typo_budget_s),
+    )
     if not read_only:
         store.create_schema()
     elif url != settings.db:

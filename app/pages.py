@@ -28,7 +28,9 @@ def links_leaving(root: Path) -> list[Diagnostic]:
             if not inside(real, real_root):
                 rel = os.path.relpath(path, root).replace(os.sep, "/")
                 kind = "folder" if os.path.isdir(path) else "file"
-                found.append(Diagnostic(rel, 1, "warning", f"this {kind} links outside the wiki folder (to {real}); it is not indexed"))
+                found.append(
+                    Diagnostic(rel, 1, "warning", f"this {kind} links outside the wiki folder (to {real}); it is not indexed")
+                )
     return sorted(found, key=lambda d: d.path)
 
 
@@ -51,8 +53,17 @@ def check_wiki(pages: list[Page]) -> tuple[dict[str, Page], list[Diagnostic]]:
     for page in sorted(pages, key=lambda p: p.path):
         first = by_id.get(page.id)
         if first is not None:
-            diags.append(Diagnostic(page.path, page.line_of("id"), "error", f"duplicate id '{page.id}': also used by {first.path}; this page is left out"))
-            diags.append(Diagnostic(first.path, first.line_of("id"), "error", f"duplicate id '{page.id}': also used by {page.path}"))
+            diags.append(
+                Diagnostic(
+                    page.path,
+                    page.line_of("id"),
+                    "error",
+                    f"duplicate id '{page.id}': also used by {first.path}; this page is left out",
+                )
+            )
+            diags.append(
+                Diagnostic(first.path, first.line_of("id"), "error", f"duplicate id '{page.id}': also used by {page.path}")
+            )
             continue
         by_id[page.id] = page
     alias_owner: dict[str, Page] = {}
@@ -64,11 +75,25 @@ def check_wiki(pages: list[Page]) -> tuple[dict[str, Page], list[Diagnostic]]:
                 elif target not in by_id:
                     diags.append(Diagnostic(page.path, page.line_of(key), "warning", f"unresolved {key} id '{target}'"))
                 elif key == "sources" and by_id[target].type != "source":
-                    diags.append(Diagnostic(page.path, page.line_of(key), "warning", f"sources id '{target}' is a '{by_id[target].type}' page, not a 'source'"))
+                    diags.append(
+                        Diagnostic(
+                            page.path,
+                            page.line_of(key),
+                            "warning",
+                            f"sources id '{target}' is a '{by_id[target].type}' page, not a 'source'",
+                        )
+                    )
         for alias in page.aliases:
             owner = alias_owner.setdefault(alias.lower(), page)
             if owner is not page and owner.id != page.id:
-                diags.append(Diagnostic(page.path, page.line_of("aliases"), "warning", f"alias '{alias}' is also claimed by {owner.path} ({owner.id})"))
+                diags.append(
+                    Diagnostic(
+                        page.path,
+                        page.line_of("aliases"),
+                        "warning",
+                        f"alias '{alias}' is also claimed by {owner.path} ({owner.id})",
+                    )
+                )
     return by_id, diags
 
 

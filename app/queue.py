@@ -57,9 +57,7 @@ def queue_url(settings: Settings) -> str:
     if not url and settings.db.startswith("postgresql"):
         url = settings.db
     if not url:
-        raise ValueError(
-            "the job queue needs PostgreSQL: set KERNELWIKI_QUEUE_DATABASE_URL (or a PostgreSQL KERNELWIKI_DB)"
-        )
+        raise ValueError("the job queue needs PostgreSQL: set KERNELWIKI_QUEUE_DATABASE_URL (or a PostgreSQL KERNELWIKI_DB)")
     scheme, sep, rest = url.partition("://")
     return scheme.split("+", 1)[0] + sep + rest  # postgresql+psycopg:// → postgresql://
 
@@ -139,7 +137,9 @@ def ensure_schema(settings: Settings) -> bool:
 # -- stalled jobs and status --------------------------------------------------------
 
 
-async def recover_stalled(app: procrastinate.App, stalled_after_s: float, max_attempts: int, queues: Iterable[str] | None = None) -> list[int]:
+async def recover_stalled(
+    app: procrastinate.App, stalled_after_s: float, max_attempts: int, queues: Iterable[str] | None = None
+) -> list[int]:
     """Put back the running jobs of workers silent for `stalled_after_s`; fail those out of attempts.
 
     A job's evidence is written with a record id derived from the job, so a job

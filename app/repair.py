@@ -96,5 +96,7 @@ def rebuild_sqlite(url: str) -> list[str]:
             store.engine.dispose()
         lines.append(f"{path}: {inserted} evidence records recovered from the damaged index")
     else:
-        lines.append(f"{path}: no evidence could be read from the damaged index; committed evidence is reloaded from the evidence folder")
+        lines.append(
+            f"{path}: no evidence could be read from the damaged index; committed evidence is reloaded from the evidence folder"
+        )
     return lines

@@ -58,16 +58,27 @@ class Planned:
 
     def job(self, force: bool, queued_at: str) -> pjobs.Job:
         return pjobs.Job(
-            id=None, queue=queue_of(self.target), task_name=VERIFY, lock=None, queueing_lock=lock_of(self.snippet_id, self.target),
+            id=None,
+            queue=queue_of(self.target),
+            task_name=VERIFY,
+            lock=None,
+            queueing_lock=lock_of(self.snippet_id, self.target),
             priority=1 if not self.verified else 0,  # never-verified content first
             task_kwargs={
-                "snippet_id": self.snippet_id, "target": self.target, "content_hash": self.content_hash,
-                "verified": self.verified, "force": force, "queued_at": queued_at, "snippet": self.data,
+                "snippet_id": self.snippet_id,
+                "target": self.target,
+                "content_hash": self.content_hash,
+                "verified": self.verified,
+                "force": force,
+                "queued_at": queued_at,
+                "snippet": self.data,
             },
-        )  # fmt: skip
+        )
 
 
-def plan(store: Store, targets: Iterable[str], snippet_ids: Iterable[str] | None = None, missing_only: bool = False) -> list[Planned]:
+def plan(
+    store: Store, targets: Iterable[str], snippet_ids: Iterable[str] | None = None, missing_only: bool = False
+) -> list[Planned]:
     """Every snippet × target of the index that the fleet serves (sketches are never compiled).
 
     missing_only: only pairs with no evidence at all for the snippet's current content.
@@ -80,11 +91,14 @@ def plan(store: Store, targets: Iterable[str], snippet_ids: Iterable[str] | None
     wanted = set(snippet_ids) if snippet_ids is not None else None
     with store.engine.connect() as conn:
         snippets = [
-            s for s in conn.execute(
+            s
+            for s in conn.execute(
                 select(SnippetRow.id, SnippetRow.content_hash, SnippetRow.targets)
-                .where(SnippetRow.mode != "sketch").order_by(SnippetRow.page_id, SnippetRow.position)
-            ) if wanted is None or s.id in wanted
-        ]  # fmt: skip
+                .where(SnippetRow.mode != "sketch")
+                .order_by(SnippetRow.page_id, SnippetRow.position)
+            )
+            if wanted is None or s.id in wanted
+        ]
         if not snippets:
             return []
         # Evidence for the current content only (the join), compile step: one record per run.
@@ -92,7 +106,7 @@ def plan(store: Store, targets: Iterable[str], snippet_ids: Iterable[str] | None
             select(EvidenceRow.snippet_id, EvidenceRow.target, EvidenceRow.status, EvidenceRow.data)
             .join(SnippetRow, and_(SnippetRow.id == EvidenceRow.snippet_id, SnippetRow.content_hash == EvidenceRow.content_hash))
             .where(EvidenceRow.step == "compile")
-        )  # fmt: skip
+        )
         if wanted is not None and len(wanted) <= 1000:
             query = query.where(EvidenceRow.snippet_id.in_(sorted(wanted)))
         evidenced: set[tuple[str, str]] = set()
@@ -104,14 +118,19 @@ def plan(store: Store, targets: Iterable[str], snippet_ids: Iterable[str] | None
                 if toolchain:
                     verified[(sid, target)].add(toolchain)
         pairs = [
-            (s.id, s.content_hash, t) for s in snippets for t in json.loads(s.targets)
+            (s.id, s.content_hash, t)
+            for s in snippets
+            for t in json.loads(s.targets)
             if t in served and not (missing_only and (s.id, t) in evidenced)
-        ]  # fmt: skip
+        ]
         ids = sorted({sid for sid, _, _ in pairs})
         data: dict[str, dict[str, Any]] = {}
         for k in range(0, len(ids), 1000):
             chunk = ids[k : k + 1000]
-            data.update((sid, json.loads(d)) for sid, d in conn.execute(select(SnippetRow.id, SnippetRow.data).where(SnippetRow.id.in_(chunk))))
+            data.update(
+                (sid, json.loads(d))
+                for sid, d in conn.execute(select(SnippetRow.id, SnippetRow.data).where(SnippetRow.id.in_(chunk)))
+            )
     return [Planned(sid, t, h, data[sid], sorted(verified.get((sid, t), ()))) for sid, h, t in pairs]
 
 
@@ -124,9 +143,12 @@ class Scheduler:
         self.settings = settings
 
     def enqueue(
-        self, snippet_ids: Iterable[str] | None = None, targets: Iterable[str] | None = None,
-        force: bool = False, missing_only: bool = False,
-    ) -> EnqueueReport:  # fmt: skip
+        self,
+        snippet_ids: Iterable[str] | None = None,
+        targets: Iterable[str] | None = None,
+        force: bool = False,
+        missing_only: bool = False,
+    ) -> EnqueueReport:
         """Queue verification of snippet × target pairs, one job per pair (deduplicated while queued).
 
         missing_only: only pairs with no evidence for the current content and no job for it yet (on edit).
@@ -135,9 +157,10 @@ class Scheduler:
         report = EnqueueReport()
         wanted = list(targets) if targets is not None else list(self.settings.targets)
         planned = [
-            p for p in plan(self.store, self.settings.targets, snippet_ids, missing_only)
+            p
+            for p in plan(self.store, self.settings.targets, snippet_ids, missing_only)
             if p.target in wanted or p.target == ANY_QUEUE
-        ]  # fmt: skip
+        ]
         if missing_only:  # and no job for this content yet, in any state (a failed one stays failed)
             seen = self._jobbed({p.snippet_id for p in planned})
             keep = [p for p in planned if (p.snippet_id, p.target, p.content_hash) not in seen]
@@ -185,8 +208,9 @@ class Scheduler:
         rows = self.app.connector.get_sync_connector().execute_query_all(
             query="SELECT id, queueing_lock, args->>'content_hash' AS content_hash FROM procrastinate_jobs "
             "WHERE status = 'todo' AND task_name = %(task)s AND queueing_lock = ANY(%(locks)s)",
-            task=VERIFY, locks=sorted(locks),
-        )  # fmt: skip
+            task=VERIFY,
+            locks=sorted(locks),
+        )
         return {r["queueing_lock"]: (r["id"], r["content_hash"]) for r in rows}
 
     def _jobbed(self, snippet_ids: set[str]) -> set[tuple[str, str, str]]:
@@ -197,8 +221,9 @@ class Scheduler:
             query="SELECT DISTINCT args->>'snippet_id' AS snippet_id, args->>'target' AS target, "
             "args->>'content_hash' AS content_hash FROM procrastinate_jobs "
             "WHERE task_name = %(task)s AND args->>'snippet_id' = ANY(%(ids)s)",
-            task=VERIFY, ids=sorted(snippet_ids),
-        )  # fmt: skip
+            task=VERIFY,
+            ids=sorted(snippet_ids),
+        )
         return {(r["snippet_id"], r["target"], r["content_hash"]) for r in rows}
 
 

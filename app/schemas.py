@@ -71,7 +71,9 @@ class SearchPublic(BaseModel):
     facets: dict[str, dict[str, int]]
     did_you_mean: str | None = None
     took_ms: float
-    context: SearchContext | None = Field(default=None, description="with budget_tokens: the best sections' Markdown within the budget")
+    context: SearchContext | None = Field(
+        default=None, description="with budget_tokens: the best sections' Markdown within the budget"
+    )
 
 
 class PageSummary(BaseModel):
@@ -141,14 +143,15 @@ class SnippetPublic(BaseModel):
         description="overall, over the declared targets (runner/status.py): pass (every target passed every step its "
         "mode needs), xfail, partial (verified on some targets only), fail, error, timeout, stale, skipped, unverified, unknown"
     )
-    summary: str = Field(default="", description="what holds, in words, e.g. 'ran on sm_90a · compiled for sm_100a, no SM100 GPU'")
+    summary: str = Field(
+        default="", description="what holds, in words, e.g. 'ran on sm_90a · compiled for sm_100a, no SM100 GPU'"
+    )
     target_status: dict[str, str] = Field(default_factory=dict, description="status of each declared target")
     warnings: list[str] = Field(
-        default_factory=list, description="compiler warnings of passing records that limit what the pass proves, with their targets"
+        default_factory=list,
+        description="compiler warnings of passing records that limit what the pass proves, with their targets",
     )
-    evidence: dict[str, list[EvidencePublic]] = Field(
-        default_factory=dict, description="latest record per step for each target"
-    )
+    evidence: dict[str, list[EvidencePublic]] = Field(default_factory=dict, description="latest record per step for each target")
 
 
 class SnippetList(BaseModel):
@@ -180,5 +183,6 @@ class PagePublic(BaseModel):
     )
     evidence_text: str = Field(default="", description="what the page's code was proven to do, per target, in words")
     claim_problems: list[str] = Field(
-        default_factory=list, description="where confidence/evidence_level claims more than the snippets' evidence shows (app/claims.py)"
+        default_factory=list,
+        description="where confidence/evidence_level claims more than the snippets' evidence shows (app/claims.py)",
     )

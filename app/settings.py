@@ -22,12 +22,16 @@ class Settings(BaseSettings):
     index_on_start: bool = True  # reindex the wiki when the app starts
     search_max_query_chars: int = 2000  # longer queries are cut (never an error)
     search_cache_size: int = 1024  # search answers kept per process, keyed by query, filters, paging and index generation; 0 turns the cache off (benchmarks of uncached search)
-    search_typo_budget_s: float = 0.04  # most time a query with no hits spends correcting typos (then it answers with what it has)
+    search_typo_budget_s: float = (
+        0.04  # most time a query with no hits spends correcting typos (then it answers with what it has)
+    )
     query_echo_chars: int = 200  # the HTML search page shows at most this much of a query (the rest as "…")
     evidence_max_body_bytes: int = 8 * 1024 * 1024  # POST /api/evidence bodies above this are refused (413) while they stream in
     watch: bool = False  # reindex the wiki as its files change (`kernelwiki serve --watch`)
     read_only: bool = False  # an extra worker of `serve --workers N`: opens the index read-only and never indexes
-    shutdown_timeout_s: float = 3.0  # on SIGINT/SIGTERM, requests still running after this are cancelled (the process exits within ~1 s more)
+    shutdown_timeout_s: float = (
+        3.0  # on SIGINT/SIGTERM, requests still running after this are cancelled (the process exits within ~1 s more)
+    )
     db_pool_size: int = 8  # SQL connections kept open; each request holds exactly one
     db_max_overflow: int = 40  # extra connections under load (size + overflow ≥ 40 request threads: nobody waits)
     db_pool_timeout_s: float = 30.0  # how long a request waits for a connection before failing
@@ -35,7 +39,13 @@ class Settings(BaseSettings):
     # -- scale-out: the PostgreSQL job queue and GPU workers (docs/deploy.md) --
     queue_database_url: SecretStr | None = None  # PostgreSQL URL of the job queue; unset: `db` when that is PostgreSQL
     server_url: str = "http://127.0.0.1:8000"  # the service that workers post evidence to (POST /api/evidence)
-    targets: list[str] = ["sm_90", "sm_90a", "sm_100", "sm_100a", "sm_103a"]  # targets the fleet verifies, one queue each (JSON list in env)
+    targets: list[str] = [
+        "sm_90",
+        "sm_90a",
+        "sm_100",
+        "sm_100a",
+        "sm_103a",
+    ]  # targets the fleet verifies, one queue each (JSON list in env)
     sweep_cron: str = "* * * * *"  # how often the scheduler queues edited snippets (cron, UTC; 6th field: seconds)
     nightly_cron: str = "0 3 * * *"  # when the scheduler fans out every snippet × target (cron, UTC)
     nightly_force: bool = False  # nightly redoes what is verified already with the same hash and toolchain
@@ -44,6 +54,10 @@ class Settings(BaseSettings):
     stalled_after_s: float = 60.0  # a running job whose worker sent no heartbeat for this long is retried
     worker_heartbeat_s: float = 10.0  # how often a worker says it is alive (keep well below stalled_after_s)
     worker_cache: Path = Path(".kernelwiki/cache")  # a worker's runner result cache
-    isolation: str | None = None  # sandbox of compiles and runs: bwrap (None: the default), unshare-net, none, auto (docs/sandbox.md)
+    isolation: str | None = (
+        None  # sandbox of compiles and runs: bwrap (None: the default), unshare-net, none, auto (docs/sandbox.md)
+    )
     worker_http_timeout_s: float = 60.0  # limit of each request a worker makes to the service
-    queue_synchronous_commit: bool = False  # queue writes wait for the disk (off is safe: every queue write is redone idempotently)
+    queue_synchronous_commit: bool = (
+        False  # queue writes wait for the disk (off is safe: every queue write is redone idempotently)
+    )

@@ -39,7 +39,9 @@ def check_target(target: str, gpus: list[Any] | None = None, toolchain: Any | No
         raise WorkerRefused(f"{target} programs run on GPUs of compute capability {need}; this machine has {have}")
     toolchain = toolchain or discover_toolchain()
     if not toolchain.nvcc:
-        raise WorkerRefused(f"nvcc was not found ({'; '.join(toolchain.notes) or 'not on PATH'}): {target} snippets cannot be built")
+        raise WorkerRefused(
+            f"nvcc was not found ({'; '.join(toolchain.notes) or 'not on PATH'}): {target} snippets cannot be built"
+        )
     return gpu, toolchain
 
 

@@ -34,9 +34,16 @@ def runner_verify(gpus: list[Any], toolchain: Any, cache_dir: Path, isolation: s
         from snippets.snippet import Snippet
 
         report = run(
-            ".", targets=[target], snippets=[Snippet.from_dict(snippet)], jobs=1, use_cache=not force,
-            cache_dir=cache_dir, toolchain=toolchain, gpus=gpus, isolation=isolation,
-        )  # fmt: skip
+            ".",
+            targets=[target],
+            snippets=[Snippet.from_dict(snippet)],
+            jobs=1,
+            use_cache=not force,
+            cache_dir=cache_dir,
+            toolchain=toolchain,
+            gpus=gpus,
+            isolation=isolation,
+        )
         return [r.to_dict() for r in report.records]
 
     return verify

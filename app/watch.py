@@ -61,7 +61,11 @@ class IndexStatus:
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.state}
         if self.state in ("starting", "indexing"):
-            out["indexing"] = {"phase": self.phase, "files": self.files_total, "elapsed_s": round(time.time() - self.started_at, 1)}
+            out["indexing"] = {
+                "phase": self.phase,
+                "files": self.files_total,
+                "elapsed_s": round(time.time() - self.started_at, 1),
+            }
         if self.problem:
             out["problem"] = self.problem
         if self.indexed_at is not None:
@@ -107,8 +111,13 @@ def count_pages(root: Path) -> int:
 class IndexKeeper:
     """The one thread that writes the index while the service runs."""
 
-    def __init__(self, settings: Settings, store: Store, status: IndexStatus,
-                 on_changed_snippets: Callable[[list[str]], None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        status: IndexStatus,
+        on_changed_snippets: Callable[[list[str]], None] | None = None,
+    ) -> None:
         self.settings = settings
         self.store = store
         self.status = status
@@ -161,8 +170,14 @@ class IndexKeeper:
             self.on_changed_snippets(report.changed_snippets)
         changed = len(report.added) + len(report.updated) + len(report.removed)
         if changed:
-            log.info("reindexed %s: %d added, %d updated, %d removed in %.2fs", self.settings.wiki,
-                     len(report.added), len(report.updated), len(report.removed), report.seconds)  # fmt: skip
+            log.info(
+                "reindexed %s: %d added, %d updated, %d removed in %.2fs",
+                self.settings.wiki,
+                len(report.added),
+                len(report.updated),
+                len(report.removed),
+                report.seconds,
+            )
 
     def _check(self) -> None:
         """SQLite's own quick integrity check once the index is built: a damaged file is reported, not served as 'ok'."""
@@ -181,8 +196,15 @@ class IndexKeeper:
         while not self.stop_event.is_set() and not wiki.is_dir():
             self.stop_event.wait(0.5)  # a wiki folder that appears later is watched from then on
         log.info("watching %s for changes", wiki)
-        for _changes in watch(wiki, debounce=DEBOUNCE_MS, step=25, stop_event=self.stop_event,
-                              rust_timeout=500, yield_on_timeout=False, raise_interrupt=False):  # fmt: skip
+        for _changes in watch(
+            wiki,
+            debounce=DEBOUNCE_MS,
+            step=25,
+            stop_event=self.stop_event,
+            rust_timeout=500,
+            yield_on_timeout=False,
+            raise_interrupt=False,
+        ):
             try:
                 self.reindex()
                 self.status.update(indexed_at=time.time(), reindexes=self.status.reindexes + 1)

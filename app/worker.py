@@ -38,7 +38,14 @@ from app.verify_job import Runtime, VerifyFn, runner_verify
 
 log = logging.getLogger("kernelwiki.worker")
 
-SENSITIVE_ENV = ("KERNELWIKI_QUEUE_DATABASE_URL", "KERNELWIKI_DB", "KERNELWIKI_RUNNER_TOKEN", "DATABASE_URL", "PGPASSWORD", "PGPASSFILE")
+SENSITIVE_ENV = (
+    "KERNELWIKI_QUEUE_DATABASE_URL",
+    "KERNELWIKI_DB",
+    "KERNELWIKI_RUNNER_TOKEN",
+    "DATABASE_URL",
+    "PGPASSWORD",
+    "PGPASSFILE",
+)
 
 
 SECRETS_FD = "KERNELWIKI_SECRETS_FD"
@@ -107,21 +114,31 @@ async def _recovery_loop(app: procrastinate.App, settings: Settings, queues: lis
         await asyncio.sleep(interval)
 
 
-async def _serve(app: procrastinate.App, settings: Settings, queues: list[str], context: dict[str, Any], name: str, recover: list[str] | None) -> None:
+async def _serve(
+    app: procrastinate.App, settings: Settings, queues: list[str], context: dict[str, Any], name: str, recover: list[str] | None
+) -> None:
     async with app.open_async():
         recovery = asyncio.create_task(_recovery_loop(app, settings, recover))
         try:
             await app.run_worker_async(
-                queues=queues, name=name, concurrency=1, additional_context=context,
+                queues=queues,
+                name=name,
+                concurrency=1,
+                additional_context=context,
                 update_heartbeat_interval=settings.worker_heartbeat_s,
-                stalled_worker_timeout=settings.stalled_after_s, delete_jobs="successful",
-            )  # fmt: skip
+                stalled_worker_timeout=settings.stalled_after_s,
+                delete_jobs="successful",
+            )
         finally:
             recovery.cancel()
 
 
 def run_gpu_worker(
-    settings: Settings, targets: list[str] | str, verify: VerifyFn | None = None, toolchain_label: str | None = None, name: str | None = None
+    settings: Settings,
+    targets: list[str] | str,
+    verify: VerifyFn | None = None,
+    toolchain_label: str | None = None,
+    name: str | None = None,
 ) -> None:
     """Serve the queues of `targets` (and `any`) until stopped (SIGINT/SIGTERM finish the running job first).
 

@@ -92,13 +92,19 @@ def main() -> None:
                 shutil.rmtree(work, ignore_errors=True)
     pairs = sum(len(s.targets) for s in eligible)
     per, shared_ = totals["per_target"], totals["shared"]
-    print(json.dumps({
-        "blocks": len(eligible), "block_target_pairs": pairs,
-        "per_target": {"nvcc_runs": per[1], "cpu_s": round(per[0], 1)},
-        "shared": {"nvcc_runs": shared_[1], "cpu_s": round(shared_[0], 1)},
-        "ratio_shared_over_per_target": round(shared_[0] / per[0], 3) if per[0] else None,
-        "wall_s": round(time.monotonic() - started, 1),
-    }, indent=2))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "blocks": len(eligible),
+                "block_target_pairs": pairs,
+                "per_target": {"nvcc_runs": per[1], "cpu_s": round(per[0], 1)},
+                "shared": {"nvcc_runs": shared_[1], "cpu_s": round(shared_[0], 1)},
+                "ratio_shared_over_per_target": round(shared_[0] / per[0], 3) if per[0] else None,
+                "wall_s": round(time.monotonic() - started, 1),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,17 @@ GPU_WORDS = (
     "register occupancy latency throughput bandwidth tile fragment accumulator descriptor layout async "
     "copy load store fence proxy transaction phase parity producer consumer scheduler persistent split"
 ).split()
-IDENTS = ["cp.async.bulk.tensor.2d", "wgmma.mma_async.sync.aligned.m64n128k16", "tcgen05.mma.cta_group::1",
-          "mbarrier.try_wait.parity", "__syncthreads", "shared::cluster", "expect_tx", "m16n8k16", "ldmatrix.sync.aligned"]
+IDENTS = [
+    "cp.async.bulk.tensor.2d",
+    "wgmma.mma_async.sync.aligned.m64n128k16",
+    "tcgen05.mma.cta_group::1",
+    "mbarrier.try_wait.parity",
+    "__syncthreads",
+    "shared::cluster",
+    "expect_tx",
+    "m16n8k16",
+    "ldmatrix.sync.aligned",
+]
 SYLLABLES = "ka lo mi ne su ta ri po de gu fa ve zo bi ru cha shi ten mor lan qui dex vor pal".split()
 
 
@@ -48,11 +57,30 @@ def vocabulary(rng: random.Random, size: int = 5000) -> list[str]:
     return sorted(words)
 
 
-QUERIES = ["cp.async.bulk", "tensor memory", "wgmma.mma_async", "TMEM", "swizzle bank", "mbarrier phase",
-           "__syncthreads", "shared::cluster", "tensr memroy", "persistent scheduler"]
+QUERIES = [
+    "cp.async.bulk",
+    "tensor memory",
+    "wgmma.mma_async",
+    "TMEM",
+    "swizzle bank",
+    "mbarrier phase",
+    "__syncthreads",
+    "shared::cluster",
+    "tensr memroy",
+    "persistent scheduler",
+]
 ARCHS = ["sm80", "sm90", "sm90a", "sm100a"]
-WEB_PATHS = ["/", "/evidence", "/api/snippets?limit=20", "/api/pages", "/api/pages?offset=9000", "/graph",
-             "/graph?page=page-42", "/api/graph", "/api/graph?page=page-42"]  # fmt: skip
+WEB_PATHS = [
+    "/",
+    "/evidence",
+    "/api/snippets?limit=20",
+    "/api/pages",
+    "/api/pages?offset=9000",
+    "/graph",
+    "/graph?page=page-42",
+    "/api/graph",
+    "/api/graph?page=page-42",
+]
 """Listing and graph views whose cost must not grow with the wiki (issue 9: each under 100 ms, graphs under 1 s)."""
 TYPES = ["hardware", "technique", "pattern", "api"]
 
@@ -167,10 +195,22 @@ def main() -> None:
         port = 8765
         env = {**os.environ, "KERNELWIKI_INDEX_ON_START": "false"}
         server = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--factory", "bench.serve_factory:app", "--host", "127.0.0.1",
-             "--port", str(port), "--log-level", "warning"],
-            cwd=REPO, env={**env, "KERNELWIKI_DB": db, "KERNELWIKI_WIKI": str(root)},
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "--factory",
+                "bench.serve_factory:app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ],
+            cwd=REPO,
+            env={**env, "KERNELWIKI_DB": db, "KERNELWIKI_WIKI": str(root)},
+        )
         url = f"http://127.0.0.1:{port}"
         try:
             for _ in range(200):

@@ -25,10 +25,25 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-SNIPPET = '\n## Kernel\n\n```cuda\n__global__ void k{i}(float* out) {{ out[threadIdx.x] = {i}.0f; }}\n```\n'
-VIEWS = ["/api/health", "/", "/?arch=sm90", "/?offset=5000", "/evidence", "/evidence?status=pass", "/evidence?offset=5000",
-         "/api/snippets?limit=20", "/api/snippets?status=pass&limit=20", "/api/pages", "/api/pages?offset=9000",
-         "/api/pages?arch=sm90&type=hardware", "/graph", "/graph?page=page-42", "/api/graph", "/api/graph?page=page-42&depth=2"]  # fmt: skip
+SNIPPET = "\n## Kernel\n\n```cuda\n__global__ void k{i}(float* out) {{ out[threadIdx.x] = {i}.0f; }}\n```\n"
+VIEWS = [
+    "/api/health",
+    "/",
+    "/?arch=sm90",
+    "/?offset=5000",
+    "/evidence",
+    "/evidence?status=pass",
+    "/evidence?offset=5000",
+    "/api/snippets?limit=20",
+    "/api/snippets?status=pass&limit=20",
+    "/api/pages",
+    "/api/pages?offset=9000",
+    "/api/pages?arch=sm90&type=hardware",
+    "/graph",
+    "/graph?page=page-42",
+    "/api/graph",
+    "/api/graph?page=page-42&depth=2",
+]
 
 
 def add_snippets(root: Path, every: int) -> int:
@@ -93,14 +108,18 @@ def main() -> int:
                     warm.append((time.perf_counter() - w) * 1000)
                 results[path] = {"first_ms": round(first, 1), "median_ms": round(statistics.median(warm), 2)}
     base = results["/api/health"]["median_ms"]
-    print(f"{args.pages} pages, {snippets} snippets, {len(records)} evidence records; SQL index built in {index_s:.1f} s "
-          f"({len(report.added)} pages); {args.repeat} warm requests per view")  # fmt: skip
+    print(
+        f"{args.pages} pages, {snippets} snippets, {len(records)} evidence records; SQL index built in {index_s:.1f} s "
+        f"({len(report.added)} pages); {args.repeat} warm requests per view"
+    )
     print(f"{'view':42} {'first':>9} {'warm':>9} {'ratio':>6}")
     for path, r in results.items():
         r["ratio"] = round(r["median_ms"] / base, 1) if base else float("nan")
         print(f"{path:42} {r['first_ms']:7.1f}ms {r['median_ms']:7.2f}ms {r['ratio']:5.1f}x")
     if args.json:
-        args.json.write_text(json.dumps({"pages": args.pages, "snippets": snippets, "records": len(records), "results": results}, indent=2))
+        args.json.write_text(
+            json.dumps({"pages": args.pages, "snippets": snippets, "records": len(records), "results": results}, indent=2)
+        )
     return 0
 
 

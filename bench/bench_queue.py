@@ -44,10 +44,14 @@ class NoopRuntime:
 def job_kwargs(i: int) -> dict[str, Any]:
     """The arguments of a real verification job, with a small snippet."""
     return {
-        "snippet_id": f"bench-{i // 4}:{i % 4 + 1}", "target": TARGET, "content_hash": f"{i:064x}",
-        "verified": [], "force": False, "queued_at": "2026-01-01T00:00:00+00:00",
+        "snippet_id": f"bench-{i // 4}:{i % 4 + 1}",
+        "target": TARGET,
+        "content_hash": f"{i:064x}",
+        "verified": [],
+        "force": False,
+        "queued_at": "2026-01-01T00:00:00+00:00",
         "snippet": {"id": f"bench-{i // 4}:{i % 4 + 1}", "lang": "cuda", "full_source": "__global__ void k() {}\n"},
-    }  # fmt: skip
+    }
 
 
 def settings_for(queue_url: str):  # type: ignore[no-untyped-def]
@@ -103,8 +107,14 @@ def main() -> None:
         app = build_app(settings_for(queue_url))
         app.open()
         for k in range(args.workers):
-            procs.append(subprocess.Popen([sys.executable, __file__, "--worker", queue_url, f"bench-{k}"], cwd=REPO,
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, __file__, "--worker", queue_url, f"bench-{k}"],
+                    cwd=REPO,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
         with psycopg.connect(queue_url, autocommit=True) as conn:
 
             def count(sql: str) -> int:
@@ -116,10 +126,16 @@ def main() -> None:
                     raise RuntimeError("the workers did not start")
                 time.sleep(0.1)
             jobs = [
-                pjobs.Job(id=None, queue=TARGET, task_name=VERIFY, lock=None,
-                          queueing_lock=lock_of(kw["snippet_id"], TARGET), task_kwargs=kw)
+                pjobs.Job(
+                    id=None,
+                    queue=TARGET,
+                    task_name=VERIFY,
+                    lock=None,
+                    queueing_lock=lock_of(kw["snippet_id"], TARGET),
+                    task_kwargs=kw,
+                )
                 for kw in (job_kwargs(i) for i in range(args.jobs))
-            ]  # fmt: skip
+            ]
             started = time.perf_counter()
             for i in range(0, len(jobs), 500):
                 app.job_manager.batch_defer_jobs(jobs[i : i + 500])
@@ -142,20 +158,25 @@ def main() -> None:
         admin.dispose()
     base = in_process(args.jobs)
     per_job_ms = total / args.jobs * 1000
-    print(json.dumps({
-        "jobs": args.jobs,
-        "workers": args.workers,
-        "enqueue_s": round(enqueued, 2),
-        "enqueue_jobs_per_s": round(args.jobs / enqueued, 1),
-        "enqueue_and_complete_s": round(total, 2),
-        "jobs_per_s": round(args.jobs / total, 1),
-        "wall_ms_per_job": round(per_job_ms, 3),
-        "worker_ms_per_job": round(per_job_ms * args.workers, 3),
-        "in_process_s": round(base, 4),
-        "in_process_us_per_job": round(base / args.jobs * 1e6, 2),
-        "queue_overhead_ms_per_job": round(per_job_ms - base / args.jobs * 1000, 3),
-        "failed_jobs": failed,
-    }, indent=2))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "jobs": args.jobs,
+                "workers": args.workers,
+                "enqueue_s": round(enqueued, 2),
+                "enqueue_jobs_per_s": round(args.jobs / enqueued, 1),
+                "enqueue_and_complete_s": round(total, 2),
+                "jobs_per_s": round(args.jobs / total, 1),
+                "wall_ms_per_job": round(per_job_ms, 3),
+                "worker_ms_per_job": round(per_job_ms * args.workers, 3),
+                "in_process_s": round(base, 4),
+                "in_process_us_per_job": round(base / args.jobs * 1e6, 2),
+                "queue_overhead_ms_per_job": round(per_job_ms - base / args.jobs * 1000, 3),
+                "failed_jobs": failed,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -57,23 +57,31 @@ def main() -> None:
             source.write_text(build_translation_unit(snippet).text)
             subprocess.run(
                 [toolchain.nvcc, gencode(target), "-c", "-o", str(work / f"u{i}.o"), str(source)],
-                cwd=work, capture_output=True, timeout=PLAIN_NVCC_TIMEOUT_S, check=False,
-            )  # fmt: skip
+                cwd=work,
+                capture_output=True,
+                timeout=PLAIN_NVCC_TIMEOUT_S,
+                check=False,
+            )
         plain_s = time.perf_counter() - started
         plain_cuda = len(units)
     cuda_pairs = sum(1 for s in snippets if s.lang == "cuda" and s.mode not in ("sketch", "error") for _ in s.targets)
-    print(json.dumps({
-        "snippet_target_pairs": sum(len(s.targets) or 1 for s in snippets),
-        "records": len(cold.records),
-        "cold_s": round(cold_s, 1),
-        "warm_s": round(warm_s, 3),
-        "warm_builds": warm.builds,
-        "plain_nvcc_one_at_a_time_s": round(plain_s, 1),
-        "plain_nvcc_units": plain_cuda,
-        "runner_cuda_units": cuda_pairs,
-        "cold_ratio_to_plain": round(cold_s / plain_s, 2),
-        "jobs": args.jobs,
-    }, indent=2))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "snippet_target_pairs": sum(len(s.targets) or 1 for s in snippets),
+                "records": len(cold.records),
+                "cold_s": round(cold_s, 1),
+                "warm_s": round(warm_s, 3),
+                "warm_builds": warm.builds,
+                "plain_nvcc_one_at_a_time_s": round(plain_s, 1),
+                "plain_nvcc_units": plain_cuda,
+                "runner_cuda_units": cuda_pairs,
+                "cold_ratio_to_plain": round(cold_s / plain_s, 2),
+                "jobs": args.jobs,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -73,8 +73,11 @@ def timed(client: Any, url: str, repeat: int) -> dict[str, float]:
         cpu.append((time.process_time() - c) * 1000)
         wall.append((time.perf_counter() - w) * 1000)
         assert r.status_code < 500, (url, r.status_code)
-    return {"median_ms": statistics.median(wall), "p95_ms": sorted(wall)[int(0.95 * (len(wall) - 1))],
-            "cpu_ms": statistics.median(cpu)}  # fmt: skip
+    return {
+        "median_ms": statistics.median(wall),
+        "p95_ms": sorted(wall)[int(0.95 * (len(wall) - 1))],
+        "cpu_ms": statistics.median(cpu),
+    }
 
 
 def main() -> int:
@@ -134,13 +137,22 @@ def main() -> int:
             key: statistics.median(t[key] for t, _ in page_times) for key in ("median_ms", "p95_ms", "cpu_ms")
         }
         cold_wall, cold_cpu, cold_id = max(cold, key=lambda c: c[1])
-        results[f"page, first render (cold), slowest /pages/{cold_id}"] = {"median_ms": cold_wall, "p95_ms": cold_wall, "cpu_ms": cold_cpu}
+        results[f"page, first render (cold), slowest /pages/{cold_id}"] = {
+            "median_ms": cold_wall,
+            "p95_ms": cold_wall,
+            "cpu_ms": cold_cpu,
+        }
         results[f"page, first render (cold), median of {len(cold)}"] = {
-            "median_ms": statistics.median(c[0] for c in cold), "p95_ms": sorted(c[0] for c in cold)[int(0.95 * (len(cold) - 1))],
+            "median_ms": statistics.median(c[0] for c in cold),
+            "p95_ms": sorted(c[0] for c in cold)[int(0.95 * (len(cold) - 1))],
             "cpu_ms": statistics.median(c[1] for c in cold),
         }
         re_wall, re_cpu, re_id = max(rerender, key=lambda c: c[1])
-        results[f"page, re-render after reindex, slowest /pages/{re_id}"] = {"median_ms": re_wall, "p95_ms": re_wall, "cpu_ms": re_cpu}
+        results[f"page, re-render after reindex, slowest /pages/{re_id}"] = {
+            "median_ms": re_wall,
+            "p95_ms": re_wall,
+            "cpu_ms": re_cpu,
+        }
     base = results["baseline (trivial endpoint)"]
     print(f"wiki: {args.wiki} ({len(pages)} pages), {source}; {args.repeat} requests per view")
     print(f"{'view':62} {'wall':>8} {'p95':>8} {'cpu':>8} {'net cpu':>8} {'ratio':>6}")
@@ -150,7 +162,9 @@ def main() -> int:
         r["ratio"] = r["cpu_ms"] / base["cpu_ms"] if base["cpu_ms"] else float("nan")
         if not name.startswith("baseline") and "cold" not in name and r["net_cpu_ms"] > worst:
             worst, worst_name = r["net_cpu_ms"], name
-        print(f"{name[:62]:62} {r['median_ms']:6.2f}ms {r['p95_ms']:6.2f}ms {r['cpu_ms']:6.2f}ms {r['net_cpu_ms']:6.2f}ms {r['ratio']:5.1f}x")
+        print(
+            f"{name[:62]:62} {r['median_ms']:6.2f}ms {r['p95_ms']:6.2f}ms {r['cpu_ms']:6.2f}ms {r['net_cpu_ms']:6.2f}ms {r['ratio']:5.1f}x"
+        )
     verdict = "within" if worst <= TARGET_MS else "OVER"
     print(f"slowest warm view, CPU net of the baseline: {worst:.2f} ms ({worst_name}): {verdict} the {TARGET_MS:.0f} ms target")
     if args.json:

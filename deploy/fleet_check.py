@@ -104,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(5)
     for p in reports:
         steps = " ".join(f"{k}={v}" for k, v in sorted(p.steps.items())) or "-"
-        print(f"{'ok ' if p.done else 'MISSING'} {p.snippet_id:28} {p.target:8} {p.mode:12} {steps:28} {p.host} {p.gpu} {p.isolation} {'-' if p.after_s is None else f'+{p.after_s}s'}")
+        print(
+            f"{'ok ' if p.done else 'MISSING'} {p.snippet_id:28} {p.target:8} {p.mode:12} {steps:28} {p.host} {p.gpu} {p.isolation} {'-' if p.after_s is None else f'+{p.after_s}s'}"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump([asdict(p) | {"done": p.done} for p in reports], f, indent=1)

@@ -38,9 +38,13 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR), help=f"result cache (default {DEFAULT_CACHE_DIR})")
     v.add_argument("--nvcc", help="nvcc to use (default: KERNELWIKI_NVCC, then PATH)")
     v.add_argument("--json", action="store_true", help="print the whole report as JSON instead of a table")
-    v.add_argument("--isolation", choices=ISOLATION_CHOICES, default=None,
-                   help="sandbox of compiles and runs (default: KERNELWIKI_ISOLATION, else bwrap); "
-                        "unshare-net and none accept weaker isolation explicitly")  # fmt: skip
+    v.add_argument(
+        "--isolation",
+        choices=ISOLATION_CHOICES,
+        default=None,
+        help="sandbox of compiles and runs (default: KERNELWIKI_ISOLATION, else bwrap); "
+        "unshare-net and none accept weaker isolation explicitly",
+    )
     d = sub.add_parser("doctor", help="show the tools, GPUs and isolation found on this machine")
     d.add_argument("--nvcc")
     s = sub.add_parser("snippets", help="print the extracted snippets as JSON lines")
@@ -61,11 +65,17 @@ def main(argv: list[str] | None = None) -> int:
         levels = {level: isolation_problem(level) or "works" for level in (ISOLATION_BWRAP, ISOLATION_UNSHARE)}
         parent, problem = cgroup_parent(settings.cgroup_root)
         cgroup = f"works: each command gets a cgroup below {parent}" if parent else f"not usable: {problem}"
-        print(json.dumps({"toolchain": discover_toolchain(args.nvcc).to_dict(),
-                          "gpus": [g.to_dict() for g in discover_gpus()],
-                          "isolation": {"setting": settings.isolation, **levels},
-                          "limits": {"cgroup setting": settings.cgroup, "cgroup v2": cgroup,
-                                     "run memory": settings.run_memory_bytes}}, indent=2))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "toolchain": discover_toolchain(args.nvcc).to_dict(),
+                    "gpus": [g.to_dict() for g in discover_gpus()],
+                    "isolation": {"setting": settings.isolation, **levels},
+                    "limits": {"cgroup setting": settings.cgroup, "cgroup v2": cgroup, "run memory": settings.run_memory_bytes},
+                },
+                indent=2,
+            )
+        )
         return 0
     if args.command == "snippets":
         snippets, problems = load_snippets(Path(args.wiki), args.page or None)
@@ -79,10 +89,17 @@ def main(argv: list[str] | None = None) -> int:
         bar.start()
     try:
         report = verify(
-            Path(args.wiki), pages=args.page or None, targets=args.target or None, jobs=args.jobs,
-            use_cache=not args.no_cache, compile_only=args.compile_only, progress=update,
-            cache_dir=Path(args.cache_dir), nvcc=args.nvcc, isolation=args.isolation,
-        )  # fmt: skip
+            Path(args.wiki),
+            pages=args.page or None,
+            targets=args.target or None,
+            jobs=args.jobs,
+            use_cache=not args.no_cache,
+            compile_only=args.compile_only,
+            progress=update,
+            cache_dir=Path(args.cache_dir),
+            nvcc=args.nvcc,
+            isolation=args.isolation,
+        )
     except (SandboxUnavailable, ValueError) as exc:
         print(f"kernelwiki runner: nothing was run: {exc}", file=sys.stderr)
         return 2

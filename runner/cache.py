@@ -53,7 +53,9 @@ class ResultCache:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def put(self, key: str, outcomes: list[StepOutcome], meta: dict[str, Any] | None = None, *, deterministic: bool = False) -> bool:
+    def put(
+        self, key: str, outcomes: list[StepOutcome], meta: dict[str, Any] | None = None, *, deterministic: bool = False
+    ) -> bool:
         """Store outcomes atomically; returns False (and stores nothing) when one is not cacheable.
 
         `deterministic` outcomes (an invalid block's error, a sketch) depend on the content alone and are

@@ -94,7 +94,7 @@ def own_cgroup(root: Path, self_cgroup: Path = SELF_CGROUP, mount_root: str = "/
     base = mount_root.rstrip("/")
     if base and entry != base and not entry.startswith(base + "/"):
         raise CgroupUnavailable(f"this process's cgroup {entry} lies outside the part {mount_root} mounted at {root}")
-    relative = entry[len(base):].strip("/")
+    relative = entry[len(base) :].strip("/")
     own = root / relative if relative else root
     if not (own / "cgroup.procs").is_file():
         raise CgroupUnavailable(f"this process's cgroup {entry} is not at {own}")
@@ -118,11 +118,14 @@ def delegation_parent(root: Path, self_cgroup: Path = SELF_CGROUP, mount_root: s
         missing = sorted(wanted - offered)
         if missing:
             listed = " ".join(sorted(offered)) or "none"
-            raise CgroupUnavailable(f"cgroup v2 at {root} offers no {' or '.join(missing)} controller to this process "
-                                    f"(controllers: {listed})")  # fmt: skip
-        raise CgroupUnavailable(f"this process's cgroup {own} is the top of the visible hierarchy and holds "
-                                "processes, so it cannot enable controllers for children (run the runner in a "
-                                "leaf cgroup below it)")  # fmt: skip
+            raise CgroupUnavailable(
+                f"cgroup v2 at {root} offers no {' or '.join(missing)} controller to this process (controllers: {listed})"
+            )
+        raise CgroupUnavailable(
+            f"this process's cgroup {own} is the top of the visible hierarchy and holds "
+            "processes, so it cannot enable controllers for children (run the runner in a "
+            "leaf cgroup below it)"
+        )
     if not os.access(parent, os.W_OK | os.X_OK):
         raise CgroupUnavailable(f"cannot create cgroups in {parent} (not writable by this user)")
     return parent
@@ -210,9 +213,16 @@ class RunCgroup:
             peak = int(text) if text.isdigit() else None
         except OSError:
             pass
-        return CgroupUsage(str(self.path), self.memory_max, self.pids_max, oom_kills=memory.get("oom_kill", 0),
-                           memory_max_hits=memory.get("max", 0), pids_max_hits=pids.get("max", 0), memory_peak=peak,
-                           no_swap=self.no_swap)  # fmt: skip
+        return CgroupUsage(
+            str(self.path),
+            self.memory_max,
+            self.pids_max,
+            oom_kills=memory.get("oom_kill", 0),
+            memory_max_hits=memory.get("max", 0),
+            pids_max_hits=pids.get("max", 0),
+            memory_peak=peak,
+            no_swap=self.no_swap,
+        )
 
     def populated(self) -> bool:
         """Does a process still live in it? (cgroup.events; a tree without that file is never populated.)"""

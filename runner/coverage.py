@@ -24,7 +24,20 @@ _TOKEN = re.compile(
 )
 _ASM_WORDS = {"asm", "__asm__", "__asm"}
 _ASM_QUALIFIERS = {"volatile", "__volatile__", "__volatile", "inline", "goto"}
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0", "a": "\a", "b": "\b", "f": "\f", "v": "\v", "?": "?"}
+_ESCAPES = {
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "\\": "\\",
+    '"': '"',
+    "'": "'",
+    "0": "\0",
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "v": "\v",
+    "?": "?",
+}
 
 
 @dataclass
@@ -170,8 +183,17 @@ def regex_checks(checks: dict[str, list[str]], kind: str, text: str) -> list[dic
     results: list[dict[str, Any]] = []
     for pattern in checks.get(kind, []):
         m = re.search(pattern, text, flags=re.M)
-        results.append({"kind": kind, "pattern": pattern, "ok": bool(m), "detail": f"matched '{m.group(0)[:120]}'" if m else "no match"})
+        results.append(
+            {"kind": kind, "pattern": pattern, "ok": bool(m), "detail": f"matched '{m.group(0)[:120]}'" if m else "no match"}
+        )
     for pattern in checks.get(f"no_{kind}", []):
         m = re.search(pattern, text, flags=re.M)
-        results.append({"kind": f"no_{kind}", "pattern": pattern, "ok": not m, "detail": f"matched '{m.group(0)[:120]}'" if m else "no match"})
+        results.append(
+            {
+                "kind": f"no_{kind}",
+                "pattern": pattern,
+                "ok": not m,
+                "detail": f"matched '{m.group(0)[:120]}'" if m else "no match",
+            }
+        )
     return results

@@ -28,7 +28,9 @@ COMPILER_CRASH = "compiler crashed"
 TIMEOUT = "timeout"
 NOT_ASSEMBLED = "not assembled"
 
-_FRONTEND = re.compile(r"^(?P<file>[^\s()][^()]*?)\((?P<line>\d+)\): (?P<sev>catastrophic error|error)(?: #[\w-]+)?: (?P<msg>.+)$", re.M)
+_FRONTEND = re.compile(
+    r"^(?P<file>[^\s()][^()]*?)\((?P<line>\d+)\): (?P<sev>catastrophic error|error)(?: #[\w-]+)?: (?P<msg>.+)$", re.M
+)
 _GCC = re.compile(r"^(?P<file>[^\s:][^:]*?):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.+)$", re.M)
 _PTXAS = re.compile(r"^ptxas (?P<file>.+?), line (?P<line>\d+); (?:fatal )?error\s*: (?P<msg>.+)$", re.M)
 _PTXAS_FATAL = re.compile(r"^ptxas fatal\s*: (?P<msg>.+)$", re.M)
@@ -69,8 +71,11 @@ def meaning_warnings(output: str, build: str = "") -> list[str]:
     compilation units.` from a `-rdc=true` build: the code assembled, but the instruction has no effect there.
     Each message once, in order, followed by `[build]` when given.
     """
-    found = [f"ptxas {m.group('msg')}" + (f" [{build}]" if build else "")
-             for m in _PTXAS_NOTE.finditer(output) if _CHANGES_MEANING.search(m.group("msg"))]  # fmt: skip
+    found = [
+        f"ptxas {m.group('msg')}" + (f" [{build}]" if build else "")
+        for m in _PTXAS_NOTE.finditer(output)
+        if _CHANGES_MEANING.search(m.group("msg"))
+    ]
     return list(dict.fromkeys(found))
 
 
@@ -175,7 +180,9 @@ def diagnose_build(output: str, lang: str, tu: TranslationUnit | None = None, pt
             if kind == PTX_SYNTAX_ERROR and _UNSUPPORTED.search(msg):
                 kind = UNSUPPORTED_ON_TARGET
             if lang == "ptx" and tu is not None and ".target" in msg:
-                target_line = next((i for i, ln in enumerate(tu.text.split("\n"), start=1) if ln.strip().startswith(".target")), None)
+                target_line = next(
+                    (i for i, ln in enumerate(tu.text.split("\n"), start=1) if ln.strip().startswith(".target")), None
+                )
                 where = tu.locate(target_line) if target_line else None
                 return Diagnosis(kind, msg, *(where or (None, None)))
             return Diagnosis(kind, msg)
@@ -186,7 +193,13 @@ def diagnose_build(output: str, lang: str, tu: TranslationUnit | None = None, pt
     return Diagnosis(DEVICE_COMPILE_ERROR, lines[0].strip() if lines else "the compiler failed without a message")
 
 
-def page_line(snippet_first_line: int, chain_first_lines: list[int], segment: str | None, line: int | None, segment_lengths: dict[str, int] | None = None) -> int | None:
+def page_line(
+    snippet_first_line: int,
+    chain_first_lines: list[int],
+    segment: str | None,
+    line: int | None,
+    segment_lengths: dict[str, int] | None = None,
+) -> int | None:
     """Page file line of (segment, line): `snippet` is the block itself, `chain-K` its K-th chained block."""
     if segment is None or line is None:
         return None

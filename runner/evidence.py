@@ -51,7 +51,9 @@ class EvidenceRecord:
     output_truncated: bool = False  # True when `output` is not the whole output
     resources: dict[str, Any] = field(default_factory=dict)  # ptxas: registers, smem_bytes, spill bytes, per function
     checks: list[dict[str, Any]] = field(default_factory=list)  # sass/ptx/output checks: {kind, pattern, ok, detail}
-    warnings: list[str] = field(default_factory=list)  # compiler messages that change what a pass means (diagnostics.meaning_warnings)
+    warnings: list[str] = field(
+        default_factory=list
+    )  # compiler messages that change what a pass means (diagnostics.meaning_warnings)
     gpu_name: str | None = None  # GPU the program ran on (run step)
     compute_capability: str | None = None  # of that GPU, e.g. "9.0"
     driver_version: str | None = None  # of that GPU's driver

@@ -36,7 +36,9 @@ def _hint(output: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
-def run_step(build: Build, snippet: Snippet, target: str, gpu: Gpu | None, toolchain: Toolchain, isolation: str | None = None) -> StepOutcome:
+def run_step(
+    build: Build, snippet: Snippet, target: str, gpu: Gpu | None, toolchain: Toolchain, isolation: str | None = None
+) -> StepOutcome:
     """Run the program of `build` on `gpu` (None: skipped) and judge it."""
     if build.outcome.status != "pass" or not build.program:
         return StepOutcome(step="run", status="skipped", detail=f"not run: the compile step is {build.outcome.status}")

@@ -104,8 +104,12 @@ def _from_nvidia_smi() -> list[Gpu]:
         with tempfile.TemporaryDirectory(prefix="kw-smi-") as tmp:
             done = subprocess.run(
                 [smi, "--query-gpu=index,uuid,name,compute_cap,driver_version", "--format=csv,noheader"],
-                cwd=tmp, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                timeout=NVIDIA_SMI_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
+            )
     except (OSError, subprocess.TimeoutExpired):
         return []
     if done.returncode != 0:

@@ -146,8 +146,14 @@ def main(argv: list[str]) -> int:
             groups = [int(g) for g in value.split(",") if g]
         i += 2
     command = argv[i + 1 :]
-    report: dict[str, object] = {"exit_code": None, "signal": None, "timed_out": False, "leftovers": 0, "error": None,
-                                 "cgroup": None}  # fmt: skip
+    report: dict[str, object] = {
+        "exit_code": None,
+        "signal": None,
+        "timed_out": False,
+        "leftovers": 0,
+        "error": None,
+        "cgroup": None,
+    }
 
     def finish() -> int:
         if status_fd >= 0:

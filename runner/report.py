@@ -17,8 +17,14 @@ def progress_bar() -> tuple[Any, ProgressCallback]:
         try:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            bar = Progress(TextColumn("verify"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                           TextColumn("{task.description}"), transient=True)  # fmt: skip
+            bar = Progress(
+                TextColumn("verify"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.description}"),
+                transient=True,
+            )
             task = bar.add_task("", total=None)
 
             def update(done: int, total: int, snippet_id: str, target: str, status: str) -> None:

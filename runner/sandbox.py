@@ -376,8 +376,20 @@ def sandbox_roots(settings: RunnerSettings | None = None, argv0: str | None = No
 def _bwrap_prefix(bwrap: str, workdir: Path, settings: RunnerSettings, argv0: str | None, gpu: bool) -> list[str]:
     """The bubblewrap command line: a fresh root with only what the command needs."""
     work = str(workdir)
-    prefix = [bwrap, "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--unshare-net",
-              "--unshare-uts", "--unshare-cgroup-try", "--hostname", "kernelwiki-sandbox", "--cap-drop", "ALL"]  # fmt: skip
+    prefix = [
+        bwrap,
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-ipc",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--hostname",
+        "kernelwiki-sandbox",
+        "--cap-drop",
+        "ALL",
+    ]
     if _is_root():
         # No user namespace: the launcher keeps only what it needs to drop to the sandbox's own user id
         # (setuid/setgid) and to kill that user's leftovers; the command itself has no capabilities.
@@ -393,8 +405,20 @@ def _bwrap_prefix(bwrap: str, workdir: Path, settings: RunnerSettings, argv0: st
         else:
             binds += ["--ro-bind", path, path]
         present.append(path)
-    prefix += binds + ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp",
-                     "--perms", "1777", "--tmpfs", "/dev/shm"]  # fmt: skip
+    prefix += binds + [
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/tmp",
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/dev/shm",
+    ]
     present += ["/dev/.", "/proc/.", "/tmp/."]  # made empty: folders below them still have to be made
     if gpu:
         for pattern in GPU_DEVICE_GLOBS:
@@ -432,9 +456,13 @@ def _probe(argv: list[str], cwd: Path) -> str | None:
     """None when `argv` ran and exited 0, else what went wrong."""
     try:
         done = subprocess.run(
-            argv, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, timeout=ISOLATION_PROBE_TIMEOUT_S,
+            argv,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=ISOLATION_PROBE_TIMEOUT_S,
             env=sandbox_environment(cwd),
-        )  # fmt: skip
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)
     if done.returncode == 0:
@@ -445,8 +473,10 @@ def _probe(argv: list[str], cwd: Path) -> str | None:
 _isolation_lock = threading.Lock()
 _isolation_cache: dict[tuple[str, str | None], str | None] = {}
 
-_NET_CHECK = ("import os,sys; sys.exit(0 if [l.split(':')[0].strip() for l in "
-              "open('/proc/self/net/dev').read().splitlines()[2:]] == ['lo'] else 3)")  # fmt: skip
+_NET_CHECK = (
+    "import os,sys; sys.exit(0 if [l.split(':')[0].strip() for l in "
+    "open('/proc/self/net/dev').read().splitlines()[2:]] == ['lo'] else 3)"
+)
 """The probe must show what the wrapper promises: only the loopback interface."""
 
 
@@ -500,8 +530,9 @@ def detect_isolation(wanted: str | None = None, settings: RunnerSettings | None 
     return level
 
 
-def isolation_prefix(isolation: str, workdir: Path, settings: RunnerSettings | None = None,
-                     argv0: str | None = None, gpu: bool = False) -> list[str]:  # fmt: skip
+def isolation_prefix(
+    isolation: str, workdir: Path, settings: RunnerSettings | None = None, argv0: str | None = None, gpu: bool = False
+) -> list[str]:
     """The wrapper command for an isolation level (empty for none)."""
     settings = settings or runner_settings()
     if isolation == ISOLATION_BWRAP:
@@ -591,9 +622,22 @@ def run_process(
     env = sandbox_environment(workdir, extra_env, passthrough=settings.extra_env)
     status_r, status_w = os.pipe()
     launcher_path = LAUNCHER_IN_SANDBOX if level == ISOLATION_BWRAP else str(LAUNCHER)
-    launcher = [sys.executable, "-I", "-S", launcher_path, "--status-fd", str(status_w), "--timeout", str(timeout_s),
-                "--fsize", str(limits.file_size_bytes), "--nofile", str(limits.open_files),
-                "--nproc", str(limits.processes)]  # fmt: skip
+    launcher = [
+        sys.executable,
+        "-I",
+        "-S",
+        launcher_path,
+        "--status-fd",
+        str(status_w),
+        "--timeout",
+        str(timeout_s),
+        "--fsize",
+        str(limits.file_size_bytes),
+        "--nofile",
+        str(limits.open_files),
+        "--nproc",
+        str(limits.processes),
+    ]
     if limits.address_space_bytes:
         launcher += ["--as", str(limits.address_space_bytes)]
     if limits.data_bytes:
@@ -620,8 +664,15 @@ def run_process(
             _give_uid(uid)
         os.close(status_r)
         os.close(status_w)
-        return ProcessResult(list(argv), None, None, False, 0.0, isolation=level,
-                             error=f"not run: cgroup v2 limits are required (KERNELWIKI_CGROUP=require) but {why_not}")  # fmt: skip
+        return ProcessResult(
+            list(argv),
+            None,
+            None,
+            False,
+            0.0,
+            isolation=level,
+            error=f"not run: cgroup v2 limits are required (KERNELWIKI_CGROUP=require) but {why_not}",
+        )
     if group is not None:
         launcher += ["--cgroup-fd", str(procs_fd), "--cgroup-required", "1" if settings.cgroup == CGROUP_REQUIRE else "0"]
     # The launcher runs inside the wrapper: under a pid namespace it is the namespace's first process, so
@@ -629,8 +680,9 @@ def run_process(
     full = wrapper + launcher + ["--"] + list(argv)
     joined: str | None = None
     try:
-        result, joined = _supervise(full, argv, workdir, env, status_r, status_w, timeout_s, level, head_bytes, tail_bytes,
-                                    procs_fd)  # fmt: skip
+        result, joined = _supervise(
+            full, argv, workdir, env, status_r, status_w, timeout_s, level, head_bytes, tail_bytes, procs_fd
+        )
     finally:
         if uid is not None:
             _give_uid(uid)
@@ -680,17 +732,30 @@ def describe_limits(limits: Limits, cgroup: CgroupUsage | None, why_not: str = "
         rlimits.append(f"RLIMIT_DATA {_size(limits.data_bytes)}")
     if limits.address_space_bytes:
         rlimits.append(f"RLIMIT_AS {_size(limits.address_space_bytes)}")
-    rlimits += [f"RLIMIT_NPROC {limits.processes}", f"RLIMIT_NOFILE {limits.open_files}",
-                f"RLIMIT_FSIZE {_size(limits.file_size_bytes)}"]  # fmt: skip
+    rlimits += [
+        f"RLIMIT_NPROC {limits.processes}",
+        f"RLIMIT_NOFILE {limits.open_files}",
+        f"RLIMIT_FSIZE {_size(limits.file_size_bytes)}",
+    ]
     if cgroup is not None:
         swap = " (no swap)" if cgroup.no_swap else ""
         return f"cgroup v2 memory.max {_size(cgroup.memory_max)}{swap}, pids.max {cgroup.pids_max}; " + ", ".join(rlimits)
     return ", ".join(rlimits) + (f"; cgroup v2 not used: {why_not}" if why_not else "")
 
 
-def _supervise(full: list[str], argv: list[str], workdir: Path, env: dict[str, str], status_r: int, status_w: int,
-               timeout_s: float, level: str, head_bytes: int, tail_bytes: int,
-               procs_fd: int = -1) -> tuple[ProcessResult, str | None]:  # fmt: skip
+def _supervise(
+    full: list[str],
+    argv: list[str],
+    workdir: Path,
+    env: dict[str, str],
+    status_r: int,
+    status_w: int,
+    timeout_s: float,
+    level: str,
+    head_bytes: int,
+    tail_bytes: int,
+    procs_fd: int = -1,
+) -> tuple[ProcessResult, str | None]:
     """Start the wrapped launcher, read its output and status, enforce the hard deadline; also returns what the
     launcher said about the command's cgroup ("joined", or why not)."""
     start = time.monotonic()
@@ -770,7 +835,11 @@ def _supervise(full: list[str], argv: list[str], workdir: Path, env: dict[str, s
     except ValueError:
         report = None
     if not isinstance(report, dict):
-        result.error = "the launcher was lost before it reported (killed at the hard deadline)" if killed_hard else "the launcher reported nothing"
+        result.error = (
+            "the launcher was lost before it reported (killed at the hard deadline)"
+            if killed_hard
+            else "the launcher reported nothing"
+        )
         return result, None
     result.exit_code = report.get("exit_code")
     result.signal = report.get("signal")
@@ -789,8 +858,13 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-_MEMORY_SIGNS = re.compile(r"MemoryError|std::bad_alloc|Cannot allocate memory|\bENOMEM\b|cannot allocate|memory exhausted|out of host memory", re.I)
-_PROCESS_SIGNS = re.compile(r"fork: (retry: )?Resource temporarily unavailable|BlockingIOError|Cannot fork|can't fork|fork failed|EAGAIN|pthread_create", re.I)
+_MEMORY_SIGNS = re.compile(
+    r"MemoryError|std::bad_alloc|Cannot allocate memory|\bENOMEM\b|cannot allocate|memory exhausted|out of host memory", re.I
+)
+_PROCESS_SIGNS = re.compile(
+    r"fork: (retry: )?Resource temporarily unavailable|BlockingIOError|Cannot fork|can't fork|fork failed|EAGAIN|pthread_create",
+    re.I,
+)
 _FILES_SIGNS = re.compile(r"Too many open files|EMFILE", re.I)
 
 
@@ -810,8 +884,10 @@ def resource_limit_hit(res: ProcessResult, limits: Limits) -> str | None:
         return None
     group = res.cgroup
     if group is not None and group.oom_kills:
-        return (f"host memory limit (cgroup memory.max {_size(group.memory_max)}) reached: "
-                f"the kernel killed {group.oom_kills} process(es) of it")  # fmt: skip
+        return (
+            f"host memory limit (cgroup memory.max {_size(group.memory_max)}) reached: "
+            f"the kernel killed {group.oom_kills} process(es) of it"
+        )
     if res.signal == signal.SIGXFSZ or res.exit_code == 128 + signal.SIGXFSZ or "File size limit exceeded" in res.output:
         size = limits.file_size_bytes
         shown = f"{size // MiB} MiB" if size >= MiB else f"{size} bytes"

@@ -39,10 +39,17 @@ VERIFIED = frozenset({"pass", "xfail"})
 """Statuses that prove what the block claims."""
 
 LABEL = {
-    "error": "error", "timeout": "timed out", "fail": "failed", STALE: "stale", UNKNOWN: "not yet verified",
-    "unverified": "unverified", "skipped": "not run", PARTIAL: "partly verified", "xfail": "fails as expected",
+    "error": "error",
+    "timeout": "timed out",
+    "fail": "failed",
+    STALE: "stale",
+    UNKNOWN: "not yet verified",
+    "unverified": "unverified",
+    "skipped": "not run",
+    PARTIAL: "partly verified",
+    "xfail": "fails as expected",
     "pass": "passed",
-}  # fmt: skip
+}
 """How a status reads in a sentence or on a chip."""
 
 STEP_ORDER = ("compile", "ptx", "sass", "check", "run")
@@ -139,11 +146,15 @@ def _phrase(mode: str, target: str, status: str, steps: Mapping[str, StepFact], 
         return "stale (recorded for older code) on", ""
     failed = [step for step, fact in steps.items() if fact.status == status]
     step = min(failed, key=step_rank) if failed else ""
-    word = {"fail": "failed", "timeout": "timed out", "error": "error", "unverified": "unverified", "skipped": "not checked"}.get(status, status)
+    word = {"fail": "failed", "timeout": "timed out", "error": "error", "unverified": "unverified", "skipped": "not checked"}.get(
+        status, status
+    )
     return f"{step} {word} on".strip(), ""
 
 
-def summarize_snippet(mode: str, targets: Sequence[str], evidence: Mapping[str, Mapping[str, StepFact]], sass_checked: bool) -> SnippetSummary:
+def summarize_snippet(
+    mode: str, targets: Sequence[str], evidence: Mapping[str, Mapping[str, StepFact]], sass_checked: bool
+) -> SnippetSummary:
     """What a snippet's evidence proves over its declared `targets` (evidence for other targets is ignored).
 
     e.g. `partial`, "ran on sm_90a · compiled for sm_100a, no SM100 GPU".

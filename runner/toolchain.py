@@ -53,9 +53,7 @@ class Toolchain:
     def fingerprint(self) -> str:
         """Everything about the toolchain that can change a build; part of cache keys (SASS tools are
         added to the key only for snippets with SASS checks)."""
-        return "|".join(
-            str(x) for x in (self.nvcc_version, self.nvcc_build, self.host_compiler, self.python_version)
-        )
+        return "|".join(str(x) for x in (self.nvcc_version, self.nvcc_build, self.host_compiler, self.python_version))
 
     @property
     def sass_tool(self) -> str | None:

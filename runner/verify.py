@@ -39,7 +39,15 @@ RUNNER_VERSION = "kernelwiki-runner-2"
 """Part of every cache key: bump when the way results are judged changes."""
 
 SUMMARY_COLUMNS = ("passed", "failed", "errors", "skipped", "unverified", "xfail")
-_COLUMN_OF = {"pass": "passed", "fail": "failed", "timeout": "failed", "error": "errors", "skipped": "skipped", "unverified": "unverified", "xfail": "xfail"}
+_COLUMN_OF = {
+    "pass": "passed",
+    "fail": "failed",
+    "timeout": "failed",
+    "error": "errors",
+    "skipped": "skipped",
+    "unverified": "unverified",
+    "xfail": "xfail",
+}
 
 ProgressCallback = Callable[[int, int, str, str, str], None]
 """progress(done, total, snippet_id, target, status) after each snippet × target."""
@@ -128,7 +136,11 @@ def load_snippets(pages_root: Path | str, pages: list[str] | None = None) -> tup
         if page is None or (wanted is not None and page.id not in wanted):
             continue
         if page.id in seen:
-            problems.append(Diagnostic(page.path, 1, "error", f"duplicate page id '{page.id}' (also {seen[page.id]}): its snippets are not verified"))
+            problems.append(
+                Diagnostic(
+                    page.path, 1, "error", f"duplicate page id '{page.id}' (also {seen[page.id]}): its snippets are not verified"
+                )
+            )
             continue
         seen[page.id] = page.path
         found, found_problems = extract_snippets(page.id, page.path, page.body, page.body_line, list(page.architectures))
@@ -142,8 +154,15 @@ def load_snippets(pages_root: Path | str, pages: list[str] | None = None) -> tup
 class _Context:
     """Shared state of one verification: tools, GPUs, cache, per-GPU locks, in-run memo."""
 
-    def __init__(self, toolchain: Toolchain, cache: ResultCache | None, compile_only: bool,
-                 gpus: list[Gpu] | None, cache_dir: Path, isolation: str | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        toolchain: Toolchain,
+        cache: ResultCache | None,
+        compile_only: bool,
+        gpus: list[Gpu] | None,
+        cache_dir: Path,
+        isolation: str | None,
+    ) -> None:
         self.toolchain = toolchain
         self.cache = cache
         self.compile_only = compile_only
@@ -177,9 +196,21 @@ class _Context:
 def _fixed_outcome(snippet: Snippet) -> list[StepOutcome] | None:
     """Outcomes that need no tool: invalid blocks and sketches."""
     if snippet.mode == "error":
-        return [StepOutcome(step="compile", status="error", kind="invalid block", detail=snippet.error or "invalid block", isolation="none")]
+        return [
+            StepOutcome(
+                step="compile", status="error", kind="invalid block", detail=snippet.error or "invalid block", isolation="none"
+            )
+        ]
     if snippet.mode == "sketch":
-        return [StepOutcome(step="compile", status="unverified", kind="sketch", detail="sketch: shown as written, never compiled", isolation="none")]
+        return [
+            StepOutcome(
+                step="compile",
+                status="unverified",
+                kind="sketch",
+                detail="sketch: shown as written, never compiled",
+                isolation="none",
+            )
+        ]
     return None
 
 
@@ -200,10 +231,14 @@ def _work(snippet: Snippet, target: str, ctx: _Context) -> list[StepOutcome]:
     host_only = snippet.lang in ("cpp", "python") and not wants_run
     sass_checked = bool(snippet.checks.get("sass") or snippet.checks.get("no_sass"))
     key = cache_key(
-        RUNNER_VERSION, snippet.content_hash, "host" if host_only else target, ctx.toolchain.fingerprint,
-        ctx.compile_only, [gpu.name, gpu.compute_capability, gpu.driver_version] if gpu else None,
+        RUNNER_VERSION,
+        snippet.content_hash,
+        "host" if host_only else target,
+        ctx.toolchain.fingerprint,
+        ctx.compile_only,
+        [gpu.name, gpu.compute_capability, gpu.driver_version] if gpu else None,
         bool(ctx.toolchain.sass_tool) if sass_checked else None,
-    )  # fmt: skip
+    )
     with ctx.key_lock(key):
         if key in ctx._memo:
             return ctx._memo[key]
@@ -281,7 +316,9 @@ def verify(
     tc = toolchain or discover_toolchain(nvcc)
     report.toolchain = tc.to_dict()
     cache_root = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR
-    ctx = _Context(tc, ResultCache(cache_root) if use_cache else _WriteOnlyCache(cache_root), compile_only, gpus, cache_root, level)
+    ctx = _Context(
+        tc, ResultCache(cache_root) if use_cache else _WriteOnlyCache(cache_root), compile_only, gpus, cache_root, level
+    )
     wanted = {normalize_target(t) for t in targets} if targets else None
     work = [(s, t) for s in snippets for t in (s.targets or [""]) if wanted is None or t in wanted]
     total = len(work)
@@ -296,7 +333,9 @@ def verify(
             try:
                 outcomes = future.result()
             except Exception as exc:  # noqa: BLE001 - an infrastructure fault becomes an error record, not a crash
-                outcomes = [StepOutcome(step="compile", status="error", kind="runner fault", detail=f"{type(exc).__name__}: {exc}")]
+                outcomes = [
+                    StepOutcome(step="compile", status="error", kind="runner fault", detail=f"{type(exc).__name__}: {exc}")
+                ]
             results[i] = [to_record(snippet, target, o, tc.label) for o in outcomes]
             done += 1
             if progress is not None:

@@ -103,11 +103,11 @@ def tokenize(text: str) -> list[tuple[str, str | None]]:
         start = i
         while i < n and not text[i].isspace() and text[i] != "=":
             if text[i] == '"':
-                raise InfoStringError(f"unexpected quote in attribute name near '{text[start:i + 1]}'")
+                raise InfoStringError(f"unexpected quote in attribute name near '{text[start : i + 1]}'")
             i += 1
         key = text[start:i]
         if not key:
-            raise InfoStringError(f"attribute value without a name near '{text[start:start + 20]}'")
+            raise InfoStringError(f"attribute value without a name near '{text[start : start + 20]}'")
         if i >= n or text[i] != "=":
             tokens.append((key, None))
             continue
@@ -117,7 +117,7 @@ def tokenize(text: str) -> list[tuple[str, str | None]]:
             buf: list[str] = []
             while True:
                 if i >= n:
-                    raise InfoStringError(f"unclosed quote in {key}=\"…")
+                    raise InfoStringError(f'unclosed quote in {key}="…')
                 ch = text[i]
                 if ch == "\\" and i + 1 < n and text[i + 1] in ('"', "\\"):
                     buf.append(text[i + 1])
@@ -135,7 +135,7 @@ def tokenize(text: str) -> list[tuple[str, str | None]]:
             vstart = i
             while i < n and not text[i].isspace():
                 if text[i] == '"':
-                    raise InfoStringError(f"stray quote in the value of {key}= (quote the whole value: {key}=\"…\")")
+                    raise InfoStringError(f'stray quote in the value of {key}= (quote the whole value: {key}="…")')
                 i += 1
             tokens.append((key, text[vstart:i]))
     return tokens
@@ -157,7 +157,7 @@ def _regex(key: str, value: str) -> str:
     try:
         re.compile(value)
     except re.error as exc:
-        raise InfoStringError(f"{key}=\"{value}\" is not a valid regular expression: {exc}") from None
+        raise InfoStringError(f'{key}="{value}" is not a valid regular expression: {exc}') from None
     return value
 
 
@@ -166,7 +166,7 @@ def parse_flags(value: str) -> list[str]:
     try:
         flags = shlex.split(value)
     except ValueError as exc:
-        raise InfoStringError(f"flags=\"{value}\" cannot be split: {exc}") from None
+        raise InfoStringError(f'flags="{value}" cannot be split: {exc}') from None
     if not flags:
         raise InfoStringError("flags= is empty")
     for flag in flags:
@@ -196,7 +196,9 @@ def parse_attributes(text: str) -> Attributes:
         seen.add(key)
         if key in MODES:
             if attrs.mode is not None:
-                raise InfoStringError(f"more than one mode: '{attrs.mode}' and '{key}' (use at most one of run, compile, compile_fail, sketch)")
+                raise InfoStringError(
+                    f"more than one mode: '{attrs.mode}' and '{key}' (use at most one of run, compile, compile_fail, sketch)"
+                )
             attrs.mode = key
         if key in _BARE:
             if value is not None:
@@ -205,18 +207,24 @@ def parse_attributes(text: str) -> Attributes:
                 attrs.chain = True
             continue
         if value is None:
-            example = {"compile_fail": 'compile_fail="expected compiler text"', "arch": "arch=sm_90a,sm_100a"}.get(key, f"{key}=VALUE")
+            example = {"compile_fail": 'compile_fail="expected compiler text"', "arch": "arch=sm_90a,sm_100a"}.get(
+                key, f"{key}=VALUE"
+            )
             raise InfoStringError(f"'{key}' needs a value: {example}")
         if key == "compile_fail":
             if not value.strip():
-                raise InfoStringError('compile_fail= needs the expected compiler text, e.g. compile_fail="not supported on .target"')
+                raise InfoStringError(
+                    'compile_fail= needs the expected compiler text, e.g. compile_fail="not supported on .target"'
+                )
             attrs.expect = value
         elif key == "arch":
             archs: list[str] = []
             for raw in value.split(","):
                 norm = normalize_architecture(raw)
                 if norm not in KNOWN_ARCHITECTURES:
-                    raise InfoStringError(f"arch=: unknown architecture '{raw.strip()}' (known: {', '.join(target_of(a) for a in KNOWN_ARCHITECTURES)})")
+                    raise InfoStringError(
+                        f"arch=: unknown architecture '{raw.strip()}' (known: {', '.join(target_of(a) for a in KNOWN_ARCHITECTURES)})"
+                    )
                 if norm not in archs:
                     archs.append(norm)
             attrs.arch = archs

@@ -156,7 +156,11 @@ def extract_snippets(
             output=attrs.output,
             timeout=attrs.timeout or DEFAULT_RUN_TIMEOUT_S,
             flags=list(attrs.flags),
-            checks={k: list(v) for k, v in (("sass", attrs.sass), ("no_sass", attrs.no_sass), ("ptx", attrs.ptx), ("no_ptx", attrs.no_ptx)) if v},
+            checks={
+                k: list(v)
+                for k, v in (("sass", attrs.sass), ("no_sass", attrs.no_sass), ("ptx", attrs.ptx), ("no_ptx", attrs.no_ptx))
+                if v
+            },
             hidden_lines=hidden,
             error=error,
         )

@@ -21,15 +21,11 @@ import yaml
 from snippets.architectures import KNOWN_ARCHITECTURES, normalize_architecture
 from snippets.diagnostic import Diagnostic
 
-KNOWN_TYPES = frozenset(
-    {"hardware", "technique", "pattern", "api", "source", "concept", "guide", "reference", "tool"}
-)
+KNOWN_TYPES = frozenset({"hardware", "technique", "pattern", "api", "source", "concept", "guide", "reference", "tool"})
 """Page types; another type is accepted with a warning."""
 
 LIST_FIELDS = ("languages", "tags", "aliases", "related", "sources")
-KNOWN_FIELDS = frozenset(
-    {"id", "title", "type", "architectures", "confidence", "evidence_level", "evidence_basis", *LIST_FIELDS}
-)
+KNOWN_FIELDS = frozenset({"id", "title", "type", "architectures", "confidence", "evidence_level", "evidence_basis", *LIST_FIELDS})
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 MAX_FRONT_MATTER_BYTES = 64 * 1024
 """Front matter larger than this is refused: it is metadata, not content."""
@@ -113,9 +109,7 @@ def _split(text: str, rel: str) -> tuple[str, int, str, int] | Diagnostic:
     return Diagnostic(rel, 1, "error", "unclosed front matter: no closing '---' line")
 
 
-def _as_list(
-    value: Any, key: str, line: int, rel: str, diags: list[Diagnostic], warn_scalar: bool
-) -> list[str]:
+def _as_list(value: Any, key: str, line: int, rel: str, diags: list[Diagnostic], warn_scalar: bool) -> list[str]:
     """Coerce a front-matter list field to a list of strings, reporting odd shapes."""
     if value is None:
         return []
@@ -167,9 +161,7 @@ def parse_page(raw: bytes, rel: str) -> tuple[Page | None, list[Diagnostic]]:
         kind = "empty" if data is None else type(data).__name__
         return None, [Diagnostic(rel, front_line, "error", f"front matter must be a mapping of keys to values, not {kind}")]
 
-    field_lines = {
-        str(k.value): front_line + k.start_mark.line for k, _ in node.value if isinstance(k, yaml.ScalarNode)
-    }
+    field_lines = {str(k.value): front_line + k.start_mark.line for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
     line = lambda key: field_lines.get(key, front_line)  # noqa: E731
 
     page_id = data.get("id")
@@ -184,7 +176,9 @@ def parse_page(raw: bytes, rel: str) -> tuple[Page | None, list[Diagnostic]]:
             diags.append(Diagnostic(rel, line("id"), "error", f"id '{page_id}' looks like a path; use a name such as 'hw-tma'"))
             ok = False
         elif not ID_PATTERN.match(page_id):
-            diags.append(Diagnostic(rel, line("id"), "error", f"id '{page_id}' may hold only lowercase letters, digits, '-', '_' and '.'"))
+            diags.append(
+                Diagnostic(rel, line("id"), "error", f"id '{page_id}' may hold only lowercase letters, digits, '-', '_' and '.'")
+            )
             ok = False
     if title is None or not str(title).strip():
         diags.append(Diagnostic(rel, front_line, "error", "missing required field 'title'"))
@@ -192,20 +186,27 @@ def parse_page(raw: bytes, rel: str) -> tuple[Page | None, list[Diagnostic]]:
 
     page_type = str(data.get("type") or "concept")
     if page_type not in KNOWN_TYPES:
-        diags.append(Diagnostic(rel, line("type"), "warning", f"unknown type '{page_type}' (known: {', '.join(sorted(KNOWN_TYPES))})"))
+        diags.append(
+            Diagnostic(rel, line("type"), "warning", f"unknown type '{page_type}' (known: {', '.join(sorted(KNOWN_TYPES))})")
+        )
 
     archs: list[str] = []
     for value in _as_list(data.get("architectures"), "architectures", line("architectures"), rel, diags, True):
         norm = normalize_architecture(value)
         if norm not in KNOWN_ARCHITECTURES:
-            diags.append(Diagnostic(rel, line("architectures"), "error", f"unknown architecture '{value}' (known: {', '.join(KNOWN_ARCHITECTURES)})"))
+            diags.append(
+                Diagnostic(
+                    rel,
+                    line("architectures"),
+                    "error",
+                    f"unknown architecture '{value}' (known: {', '.join(KNOWN_ARCHITECTURES)})",
+                )
+            )
             ok = False
         elif norm not in archs:
             archs.append(norm)
 
-    lists = {
-        key: _as_list(data.get(key), key, line(key), rel, diags, key != "languages") for key in LIST_FIELDS
-    }
+    lists = {key: _as_list(data.get(key), key, line(key), rel, diags, key != "languages") for key in LIST_FIELDS}
     basis: list[dict[str, str]] = []
     raw_basis = data.get("evidence_basis")
     if raw_basis is not None:
@@ -213,7 +214,9 @@ def parse_page(raw: bytes, rel: str) -> tuple[Page | None, list[Diagnostic]]:
             if isinstance(item, dict) and "source_id" in item:
                 basis.append({"source_id": str(item["source_id"]), "evidence_type": str(item.get("evidence_type", ""))})
             else:
-                diags.append(Diagnostic(rel, line("evidence_basis"), "warning", f"evidence_basis item {item!r} needs a source_id; ignored"))
+                diags.append(
+                    Diagnostic(rel, line("evidence_basis"), "warning", f"evidence_basis item {item!r} needs a source_id; ignored")
+                )
 
     if not ok:
         return None, diags
@@ -242,10 +245,12 @@ def iter_page_files(root: Path) -> list[Path]:
     root = Path(root)
     real_root = os.path.realpath(root)
     return sorted(
-        p for p in root.rglob("*.md")
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+        p
+        for p in root.rglob("*.md")
+        if p.is_file()
+        and not any(part.startswith(".") for part in p.relative_to(root).parts)
         and inside(os.path.realpath(p), real_root)
-    )  # fmt: skip
+    )
 
 
 def inside(real_path: str, real_root: str) -> bool:

@@ -16,7 +16,6 @@ LAYERS = ("snippets", "runner", "app")
 """Lowest first: a package may import the ones before it, never the ones after it."""
 
 
-
 def _modules() -> dict[str, Path]:
     found: dict[str, Path] = {}
     for package in LAYERS:
@@ -129,14 +128,19 @@ def test_imports_point_down_the_layers() -> None:
 def test_the_lower_layers_import_no_web_or_database_stack() -> None:
     allowed = {"yaml", "markdown_it", "cupy", "rich", "snippets", "runner", "__future__"}
     stdlib = set(__import__("sys").stdlib_module_names)
-    foreign = sorted({
-        f"{path.relative_to(ROOT)}:{line}: {target}"
-        for name, path in MODULES.items()
-        if not name.startswith("app")
-        for target, line in _imports(name, path)
-        if target.split(".")[0] not in allowed | stdlib
-    })
-    assert foreign == [], "snippets/ and runner/ may use only the standard library, PyYAML, markdown-it-py (CuPy, rich optional):\n" + "\n".join(foreign)
+    foreign = sorted(
+        {
+            f"{path.relative_to(ROOT)}:{line}: {target}"
+            for name, path in MODULES.items()
+            if not name.startswith("app")
+            for target, line in _imports(name, path)
+            if target.split(".")[0] not in allowed | stdlib
+        }
+    )
+    assert foreign == [], (
+        "snippets/ and runner/ may use only the standard library, PyYAML, markdown-it-py (CuPy, rich optional):\n"
+        + "\n".join(foreign)
+    )
 
 
 def test_no_modules_import_each_other_in_a_circle() -> None:

@@ -37,7 +37,9 @@ def test_migrations_build_the_models_schema_and_run_twice_harmlessly(db_url: str
         assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == head
         tables = set(inspect(conn).get_table_names())
     assert {"page", "section", "snippet", "evidence"} <= tables
-    assert not {"search_fts", "search_vocab", "search_doc", "search_term"} & tables  # full-text search lives in tantivy (app/search.py)
+    assert (
+        not {"search_fts", "search_vocab", "search_doc", "search_term"} & tables
+    )  # full-text search lives in tantivy (app/search.py)
     engine.dispose()
 
 

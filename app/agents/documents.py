@@ -24,9 +24,16 @@ NO_BLACKWELL = (
     "and their evidence says so (run step `skipped`). Programs for SM90 ran on an NVIDIA H200."
 )
 TYPE_HEADINGS = {
-    "hardware": "Hardware", "technique": "Techniques", "pattern": "Patterns", "api": "APIs", "concept": "Concepts",
-    "guide": "Guides", "reference": "Reference", "tool": "Tools", "source": "Sources",
-}  # fmt: skip
+    "hardware": "Hardware",
+    "technique": "Techniques",
+    "pattern": "Patterns",
+    "api": "APIs",
+    "concept": "Concepts",
+    "guide": "Guides",
+    "reference": "Reference",
+    "tool": "Tools",
+    "source": "Sources",
+}
 """Section heading per page type, in llms.txt order; other types follow, titled, before the sources."""
 
 
@@ -60,14 +67,22 @@ def llms_txt(store: Store, base_url: str) -> str:
     pages = _all_pages(store)
     sources = store.page_sources([p.id for p in pages])
     lines = [
-        f"# {TITLE}", "", f"> {SUMMARY}", "", NO_BLACKWELL, "",
+        f"# {TITLE}",
+        "",
+        f"> {SUMMARY}",
+        "",
+        NO_BLACKWELL,
+        "",
         "Each link below is a page's Markdown: YAML front matter with its facts (architectures, aliases, "
         "confidence, evidence counts per target), then the body, with hidden setup lines left out and an "
-        "`> Evidence` line after every code block. What the evidence statuses mean:", "", status_legend(), "",
+        "`> Evidence` line after every code block. What the evidence statuses mean:",
+        "",
+        status_legend(),
+        "",
         f"All pages in one file: {base}/llms-full.txt. Search answering with the best sections' text within a "
         f"token budget: {base}/api/search?q=TMA+multicast&budget_tokens=2000. "
         f"MCP server (streamable HTTP): {base}/mcp.",
-    ]  # fmt: skip
+    ]
     current = None
     for page in pages:
         if page.type != current:
@@ -87,4 +102,3 @@ def llms_full_txt(store: Store, base_url: str) -> Iterator[str]:
         text = page_document(store, page.id, base_url)
         if text is not None:
             yield f"\n<!-- page {page.id}: {page_url(base_url, page.id)} -->\n{text}"
-

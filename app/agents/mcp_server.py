@@ -103,9 +103,12 @@ def _plain(excerpt_html: str) -> str:
 def build_server(get_store: Callable[[], Store | None], base_url: str) -> MCPServer:
     """The MCP server over the store `get_store()` returns (read at each call: the app sets it at start)."""
     server: MCPServer = MCPServer(
-        "kernelwiki", title="kernelwiki: proven GPU kernel facts", instructions=INSTRUCTIONS, version="0.1.0",
+        "kernelwiki",
+        title="kernelwiki: proven GPU kernel facts",
+        instructions=INSTRUCTIONS,
+        version="0.1.0",
         log_level="WARNING",
-    )  # fmt: skip
+    )
 
     def store() -> Store:
         current = get_store()
@@ -119,7 +122,14 @@ def build_server(get_store: Callable[[], Store | None], base_url: str) -> MCPSer
         arch: Annotated[str | None, Field(description="GPU family: sm90 (Hopper) or sm100 (Blackwell)", max_length=100)] = None,
         type: Annotated[str | None, Field(description="page type, e.g. hardware or technique", max_length=100)] = None,
         limit: Annotated[int | None, Field(description="how many results or candidate sections", ge=1, le=100)] = None,
-        budget_tokens: Annotated[int | None, Field(description="answer with whole sections' Markdown up to about this many tokens", ge=MIN_BUDGET_TOKENS, le=MAX_BUDGET_TOKENS)] = None,
+        budget_tokens: Annotated[
+            int | None,
+            Field(
+                description="answer with whole sections' Markdown up to about this many tokens",
+                ge=MIN_BUDGET_TOKENS,
+                le=MAX_BUDGET_TOKENS,
+            ),
+        ] = None,
     ) -> str:
         if not query.strip():
             raise ToolError("query is empty: give words to search for, e.g. 'TMA multicast'")
@@ -150,8 +160,12 @@ def build_server(get_store: Callable[[], Store | None], base_url: str) -> MCPSer
 
     @server.tool(description=GET_PAGE_DOC, annotations=READ_ONLY)
     def get_page(
-        id: Annotated[str, Field(description="page id, e.g. hw-tma (resolve() turns a name into one)", min_length=1, max_length=200)],
-        sections: Annotated[list[str] | None, Field(description="anchors or headings of the sections to read; all when omitted", max_length=50)] = None,
+        id: Annotated[
+            str, Field(description="page id, e.g. hw-tma (resolve() turns a name into one)", min_length=1, max_length=200)
+        ],
+        sections: Annotated[
+            list[str] | None, Field(description="anchors or headings of the sections to read; all when omitted", max_length=50)
+        ] = None,
     ) -> str:
         s = store()
         try:
@@ -160,7 +174,11 @@ def build_server(get_store: Callable[[], Store | None], base_url: str) -> MCPSer
             raise ToolError(str(exc)) from None
         if text is None:
             found = s.resolve(id)
-            hint = f" '{id}' is an alias of page '{found}': call get_page('{found}')." if found else " Use search or resolve to find page ids."
+            hint = (
+                f" '{id}' is an alias of page '{found}': call get_page('{found}')."
+                if found
+                else " Use search or resolve to find page ids."
+            )
             raise ToolError(f"no page has the id '{id}'.{hint}")
         return text
 
@@ -176,20 +194,42 @@ def build_server(get_store: Callable[[], Store | None], base_url: str) -> MCPSer
         if history is None:
             raise ToolError(f"no snippet '{snippet_id}': get_page('{page_id}') names the page's snippets in its Evidence lines")
         with s.engine.connect() as conn:
-            current = next((x for x in s.evidence.snippets_with_evidence(conn, page_id=page_id) if x.id == snippet_id.strip()), None)
+            current = next(
+                (x for x in s.evidence.snippets_with_evidence(conn, page_id=page_id) if x.id == snippet_id.strip()), None
+            )
         lines = [f"# Evidence for snippet {snippet_id.strip()} (page {page_id})", ""]
         if current is not None:
-            lines += [f"Current status: {current.status}; targets: {', '.join(current.targets) or 'none'}.",
-                      f"Latest per target: {snippet_line(current)}", ""]  # fmt: skip
+            lines += [
+                f"Current status: {current.status}; targets: {', '.join(current.targets) or 'none'}.",
+                f"Latest per target: {snippet_line(current)}",
+                "",
+            ]
         if not history:
             lines.append("No verification has been recorded for this snippet yet.")
             return "\n".join(lines)
-        lines += [f"{len(history)} records, newest first" + (f" (the {MAX_HISTORY} newest shown)" if len(history) > MAX_HISTORY else "") + ":", ""]
+        lines += [
+            f"{len(history)} records, newest first"
+            + (f" (the {MAX_HISTORY} newest shown)" if len(history) > MAX_HISTORY else "")
+            + ":",
+            "",
+        ]
         for r in history[:MAX_HISTORY]:
             d = r.data
-            where = ", ".join(str(x) for x in (d.get("gpu_name"), d.get("driver_version") and f"driver {d['driver_version']}", d.get("toolchain"), d.get("host") and f"host {d['host']}") if x)
+            where = ", ".join(
+                str(x)
+                for x in (
+                    d.get("gpu_name"),
+                    d.get("driver_version") and f"driver {d['driver_version']}",
+                    d.get("toolchain"),
+                    d.get("host") and f"host {d['host']}",
+                )
+                if x
+            )
             stale = " (STALE: recorded for an earlier version of the code)" if r.stale else ""
-            lines.append(f"- {r.timestamp} {r.target} {r.step}: **{r.status}**{stale}; {where or 'no machine recorded'}" + (f"; {r.message}" if r.message else ""))
+            lines.append(
+                f"- {r.timestamp} {r.target} {r.step}: **{r.status}**{stale}; {where or 'no machine recorded'}"
+                + (f"; {r.message}" if r.message else "")
+            )
             output = str(d.get("output") or "").strip()
             if output and r.status not in ("pass", "unverified"):
                 lines.append("  output: " + " ⏎ ".join(output.splitlines()[:6])[:600])
@@ -205,12 +245,14 @@ def build_server(get_store: Callable[[], Store | None], base_url: str) -> MCPSer
             hint = ("; closest search results: " + ", ".join(f"{r.id} ({r.title})" for r in near)) if near else ""
             raise ToolError(f"no page has the alias, title or id '{name}'{hint}")
         meta = page.meta
-        return "\n".join([
-            f"{page.id}: {page.title}",
-            f"type: {page.type}; architectures: {', '.join(meta.get('architectures', [])) or 'none'}",
-            f"aliases: {', '.join(meta.get('aliases', [])) or 'none'}",
-            f"markdown: {page_url(base_url, page.id)} (or get_page('{page.id}'))",
-        ])  # fmt: skip
+        return "\n".join(
+            [
+                f"{page.id}: {page.title}",
+                f"type: {page.type}; architectures: {', '.join(meta.get('architectures', [])) or 'none'}",
+                f"aliases: {', '.join(meta.get('aliases', [])) or 'none'}",
+                f"markdown: {page_url(base_url, page.id)} (or get_page('{page.id}'))",
+            ]
+        )
 
     return server
 

@@ -18,17 +18,19 @@ from starlette.staticfiles import StaticFiles
 
 router = APIRouter(include_in_schema=False)
 
-CSP = "; ".join([
-    "default-src 'none'",
-    "script-src 'self'",
-    "style-src 'self' 'unsafe-inline'",  # Swagger UI sets style attributes on its elements
-    "img-src 'self' data:",
-    "connect-src 'self'",
-    "font-src 'self'",
-    "base-uri 'none'",
-    "form-action 'none'",
-    "frame-ancestors 'none'",
-])  # fmt: skip
+CSP = "; ".join(
+    [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self' 'unsafe-inline'",  # Swagger UI sets style attributes on its elements
+        "img-src 'self' data:",
+        "connect-src 'self'",
+        "font-src 'self'",
+        "base-uri 'none'",
+        "form-action 'none'",
+        "frame-ancestors 'none'",
+    ]
+)
 HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin"}
 
 PAGE = """<!doctype html>

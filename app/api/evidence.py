@@ -41,11 +41,17 @@ class EvidenceReceipt(BaseModel):
 _ERROR = {"model": ErrorAnswer}
 BODY_SCHEMA: dict[str, Any] = {
     "required": True,
-    "content": {"application/json": {"schema": {
-        "type": "array", "maxItems": MAX_RECORDS_PER_POST, "items": EvidenceIn.model_json_schema(),
-        "description": "runner evidence records (runner/evidence.py); the body may not exceed `evidence_max_body_bytes` (8 MB by default)",
-    }}},
-}  # fmt: skip
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "array",
+                "maxItems": MAX_RECORDS_PER_POST,
+                "items": EvidenceIn.model_json_schema(),
+                "description": "runner evidence records (runner/evidence.py); the body may not exceed `evidence_max_body_bytes` (8 MB by default)",
+            }
+        }
+    },
+}
 
 
 async def read_capped(request: Request, limit: int) -> bytes:
@@ -104,4 +110,6 @@ async def post_evidence(request: Request, store: StoreDep, settings: SettingsDep
     if mismatched:
         raise HTTPException(422, mismatched[:100])
     result = await run_in_threadpool(store.evidence.add, records, "request", received_at)
-    return EvidenceReceipt(inserted=result.inserted, duplicates=result.duplicates, received_at=received_at.isoformat(), errors=result.errors)
+    return EvidenceReceipt(
+        inserted=result.inserted, duplicates=result.duplicates, received_at=received_at.isoformat(), errors=result.errors
+    )

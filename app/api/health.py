@@ -18,7 +18,9 @@ from app.watch import IndexStatus, read_published, status_file
 router = APIRouter(prefix="/api", tags=["health"])
 
 
-@router.get("/health", responses={503: {"description": "degraded: the index cannot be queried; `problem` says why and how to fix it"}})
+@router.get(
+    "/health", responses={503: {"description": "degraded: the index cannot be queried; `problem` says why and how to fix it"}}
+)
 def health(request: Request) -> JSONResponse:
     state = request.app.state
     status: IndexStatus = state.index_status

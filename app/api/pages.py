@@ -34,10 +34,14 @@ def resolve(store: StoreDep, conn: ConnDep, name: Annotated[str, Query(min_lengt
     if page is None:
         raise HTTPException(404, f"no page has the alias, title or id '{name}'")
     return PageSummary(
-        id=page.id, title=page.title, type=page.type, path=page.path,
-        architectures=page.meta.get("architectures", []), tags=page.meta.get("tags", []),
+        id=page.id,
+        title=page.title,
+        type=page.type,
+        path=page.path,
+        architectures=page.meta.get("architectures", []),
+        tags=page.meta.get("tags", []),
         confidence=page.meta.get("confidence"),
-    )  # fmt: skip
+    )
 
 
 @router.get("/graph")

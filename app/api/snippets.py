@@ -27,14 +27,18 @@ def list_snippets(
 ) -> SnippetList:
     """One window of snippets in page order with their latest evidence, the exact total and a `next` query."""
     if status:  # statuses come from the status index (rebuilt once per data version), the window from it
-        chosen_rows = store.status_index(conn).select(page_id=page or None, lang=lang or None, target=target or None, status=status)
+        chosen_rows = store.status_index(conn).select(
+            page_id=page or None, lang=lang or None, target=target or None, status=status
+        )
         window = SnippetWindow([s.id for s in chosen_rows[offset : offset + limit]], len(chosen_rows))
     else:  # no status asked for: filtered, counted and paged in SQL, no evidence read
         window = snippet_window(conn, page_id=page or None, lang=lang or None, target=target or None, limit=limit, offset=offset)
     found = {s.id: s for s in store.evidence.snippets_with_evidence(conn, ids=window.ids)} if window.ids else {}
     chosen = {k: v for k, v in {"page": page, "lang": lang, "status": status, "target": target}.items() if v}
     next_q = urlencode({**chosen, "limit": limit, "offset": offset + limit}) if offset + limit < window.total else None
-    return SnippetList(total=window.total, limit=limit, offset=offset, next=next_q, snippets=[found[i] for i in window.ids if i in found])
+    return SnippetList(
+        total=window.total, limit=limit, offset=offset, next=next_q, snippets=[found[i] for i in window.ids if i in found]
+    )
 
 
 @router.get("/snippets/{snippet_id}/evidence", response_model=list[EvidencePublic])

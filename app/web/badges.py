@@ -16,13 +16,33 @@ from app.evidence_store import target_status
 from app.schemas import EvidencePublic, SnippetPublic
 from runner.status import LABEL as STATUS_LABEL, WORST_FIRST as STATUS_ORDER, gpu_word, rank, step_rank
 
-__all__ = ["STATUS_LABEL", "STATUS_ORDER", "Badge", "SnippetEvidence", "TargetEvidence", "gpu_word", "rank",
-           "snippet_evidence", "target_evidence"]  # fmt: skip
+__all__ = [
+    "STATUS_LABEL",
+    "STATUS_ORDER",
+    "Badge",
+    "SnippetEvidence",
+    "TargetEvidence",
+    "gpu_word",
+    "rank",
+    "snippet_evidence",
+    "target_evidence",
+]
 
 WARNING = "warning"
 """The badge status of a compiler warning that limits what a pass proves."""
-SYMBOL = {"pass": "✓", "xfail": "✓", "fail": "✗", "error": "✗", "timeout": "✗", "skipped": "⏸",
-          "unverified": "~", "stale": "↻", "unknown": "·", "partial": "◐", WARNING: "⚠"}  # fmt: skip
+SYMBOL = {
+    "pass": "✓",
+    "xfail": "✓",
+    "fail": "✗",
+    "error": "✗",
+    "timeout": "✗",
+    "skipped": "⏸",
+    "unverified": "~",
+    "stale": "↻",
+    "unknown": "·",
+    "partial": "◐",
+    WARNING: "⚠",
+}
 MAX_LINE = 160
 
 
@@ -92,7 +112,9 @@ def step_badge(record: EvidencePublic, target: str) -> Badge:
         return Badge("xfail", f"fails to {step} on {target}, as expected")
     if status == "timeout":
         limit = data.get("duration_s")
-        return Badge("timeout", f"{target}: {step} timed out" + (f" after {limit:g} s" if isinstance(limit, (int, float)) else ""))
+        return Badge(
+            "timeout", f"{target}: {step} timed out" + (f" after {limit:g} s" if isinstance(limit, (int, float)) else "")
+        )
     if status in ("fail", "error"):
         return Badge(status, f"{target}: {error_line(record)}")
     if status == "skipped":

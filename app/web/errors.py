@@ -25,8 +25,14 @@ def html_error_renderer(request: Request, status: int, detail: Any) -> Response:
     if status == 404:
         tail = path.rstrip("/").rsplit("/", 1)[-1]
         guess = tail.removesuffix(".md").replace("-", " ") if tail else ""
-    context = {"status": status, "heading": TITLES.get(status, "Error"), "message": message,
-               "hint": HINTS.get(status, ""), "guess": guess, "title": f"{status} {TITLES.get(status, 'Error')}"}  # fmt: skip
+    context = {
+        "status": status,
+        "heading": TITLES.get(status, "Error"),
+        "message": message,
+        "hint": HINTS.get(status, ""),
+        "guess": guess,
+        "title": f"{status} {TITLES.get(status, 'Error')}",
+    }
     try:
         return html_page(request, "error.html", context, status=status)
     except Exception:  # the error page itself must never fail: fall back to a plain answer

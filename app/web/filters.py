@@ -15,9 +15,15 @@ from app.web.badges import STATUS_LABEL, describe, rank
 SAFE_URL = re.compile(r"^https?://[^\s\"'<>]+$", re.IGNORECASE)
 """A plain http(s) URL: the only kind of author-given link a page shows."""
 
-RESOURCE_COLUMNS = [("name", "function"), ("registers", "registers"), ("smem_bytes", "smem B"),
-                    ("stack_frame_bytes", "stack B"), ("spill_store_bytes", "spill st B"),
-                    ("spill_load_bytes", "spill ld B"), ("barriers", "barriers")]  # fmt: skip
+RESOURCE_COLUMNS = [
+    ("name", "function"),
+    ("registers", "registers"),
+    ("smem_bytes", "smem B"),
+    ("stack_frame_bytes", "stack B"),
+    ("spill_store_bytes", "spill st B"),
+    ("spill_load_bytes", "spill ld B"),
+    ("barriers", "barriers"),
+]
 
 
 @dataclass

@@ -70,8 +70,9 @@ def layout(graph: dict[str, Any]) -> Layout:
     index = {n["id"]: i for i, n in enumerate(nodes)}
     pairs = {
         tuple(sorted((index[e["source"]], index[e["target"]])))
-        for e in graph["edges"] if e["source"] in index and e["target"] in index and e["source"] != e["target"]
-    }  # fmt: skip
+        for e in graph["edges"]
+        if e["source"] in index and e["target"] in index and e["source"] != e["target"]
+    }
     n = len(nodes)
     if n == 0:
         return Layout([], [])
@@ -125,9 +126,17 @@ def layout(graph: dict[str, Any]) -> Layout:
     # A node's size shows its links in the whole wiki (`degree` from Store.graph), not only those drawn.
     whole = [int(nd.get("degree", degree[i])) for i, nd in enumerate(nodes)]
     out_nodes = [
-        Node(nd["id"], nd["title"], nd["type"], round(px[i], 1), round(py[i], 1), round(5 + 2.2 * math.sqrt(min(whole[i], 100)), 1), whole[i])
+        Node(
+            nd["id"],
+            nd["title"],
+            nd["type"],
+            round(px[i], 1),
+            round(py[i], 1),
+            round(5 + 2.2 * math.sqrt(min(whole[i], 100)), 1),
+            whole[i],
+        )
         for i, nd in enumerate(nodes)
-    ]  # fmt: skip
+    ]
     edges = []
     seen = set()
     for e in graph["edges"]:
@@ -135,7 +144,9 @@ def layout(graph: dict[str, Any]) -> Layout:
         if a is None or b is None or a == b or (a, b) in seen:
             continue
         seen.add((a, b))
-        edges.append(Edge(e["source"], e["target"], e["kind"], round(px[a], 1), round(py[a], 1), round(px[b], 1), round(py[b], 1)))
+        edges.append(
+            Edge(e["source"], e["target"], e["kind"], round(px[a], 1), round(py[a], 1), round(px[b], 1), round(py[b], 1))
+        )
     return Layout(out_nodes, edges)
 
 

@@ -65,7 +65,7 @@ def _figure(token: Token, snippet: SnippetPublic | None, cache: LRU[str]) -> str
     """One code block: caption (language, attributes, permalink), highlighted code, evidence slot."""
     info = token.info.strip()
     lang_word = info.split(maxsplit=1)[0] if info else ""
-    attrs = info[len(lang_word):].strip()
+    attrs = info[len(lang_word) :].strip()
     code = snippet.source if snippet is not None and snippet.source is not None else token.content
     code = code.replace("\x00", "\ufffd")  # NUL separates the cached segments
     lang = snippet.lang if snippet is not None else lang_word.lower()
@@ -73,7 +73,9 @@ def _figure(token: Token, snippet: SnippetPublic | None, cache: LRU[str]) -> str
     label = html.escape(lang_word or "text")
     pre = f'<pre class="hl" tabindex="0"><code>{body}</code></pre>'
     if snippet is None:
-        return f'<figure class="code"><figcaption class="code-head"><span class="lang">{label}</span></figcaption>{pre}</figure>\n'
+        return (
+            f'<figure class="code"><figcaption class="code-head"><span class="lang">{label}</span></figcaption>{pre}</figure>\n'
+        )
     anchor = f"snippet-{snippet.position}"
     head = (
         f'<figcaption class="code-head"><span class="lang">{label}</span>'
@@ -114,15 +116,21 @@ def _anchor_headings(body: str) -> str:
         level, anchor, inner = m.groups()
         level = str(min(int(level) + 1, 6))
         return (
-            f'<h{level} id="{anchor}">{inner}'
-            f'<a class="anchor" href="#{anchor}" aria-hidden="true" tabindex="-1">#</a></h{level}>'
+            f'<h{level} id="{anchor}">{inner}<a class="anchor" href="#{anchor}" aria-hidden="true" tabindex="-1">#</a></h{level}>'
         )
 
     return _HEADING.sub(repl, body)
 
 
-def render_body(body: str, body_line: int, page_path: str, snippets: list[SnippetPublic],
-                ids: set[str], paths: dict[str, str], cache: LRU[str]) -> list[Segment]:  # fmt: skip
+def render_body(
+    body: str,
+    body_line: int,
+    page_path: str,
+    snippets: list[SnippetPublic],
+    ids: set[str],
+    paths: dict[str, str],
+    cache: LRU[str],
+) -> list[Segment]:
     """Render a page body into segments, each followed by a snippet's evidence slot."""
     by_line = {s.line: s for s in snippets}
 
@@ -144,6 +152,7 @@ def render_body(body: str, body_line: int, page_path: str, snippets: list[Snippe
 
 def code_css() -> str:
     """Pygments colours for light and dark themes, scoped to `.hl`."""
+
     def defs(style: str) -> str:
         # Lexer error tokens get no red box: CUDA and PTX lexers flag valid but rare syntax.
         lines = HtmlFormatter(style=style).get_style_defs(".hl").splitlines()
@@ -159,4 +168,3 @@ def toc_items(toc: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if levels.count(1) == 1 and levels and levels[0] == 1:
         return toc[1:]
     return toc
-

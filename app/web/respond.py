@@ -16,17 +16,19 @@ from starlette.responses import HTMLResponse
 
 from app.web.state import web_state
 
-CSP = "; ".join([
-    "default-src 'none'",
-    "script-src 'self'",
-    "style-src 'self'",
-    "img-src 'self' data:",
-    "connect-src 'self'",
-    "font-src 'self'",
-    "base-uri 'none'",
-    "form-action 'self'",
-    "frame-ancestors 'none'",
-])  # fmt: skip
+CSP = "; ".join(
+    [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "connect-src 'self'",
+        "font-src 'self'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
@@ -36,8 +38,9 @@ SECURITY_HEADERS = {
 }
 
 
-def html_page(request: Request, template: str, context: dict[str, Any], status: int = 200,
-              headers: dict[str, str] | None = None) -> HTMLResponse:  # fmt: skip
+def html_page(
+    request: Request, template: str, context: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None
+) -> HTMLResponse:
     """Render `template` with `context` (plus the request) into a secured HTML response."""
     state = web_state(request)
     body = state.env.get_template(template).render(request=request, v=state.asset_version, **context)

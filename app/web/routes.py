@@ -25,18 +25,44 @@ Offset = Annotated[int, Query(ge=0, le=1_000_000)]
 
 
 @router.get("/")
-def home(request: Request, store: StoreDep, conn: ConnDep, arch: Param = None, type: Param = None, tag: Param = None, offset: Offset = 0) -> Response:
+def home(
+    request: Request,
+    store: StoreDep,
+    conn: ConnDep,
+    arch: Param = None,
+    type: Param = None,
+    tag: Param = None,
+    offset: Offset = 0,
+) -> Response:
     return _listing(request, store, conn, "/", "home.html", None, arch, type, tag, offset)
 
 
 @router.get("/pages")
-def pages(request: Request, store: StoreDep, conn: ConnDep, arch: Param = None, type: Param = None, tag: Param = None, offset: Offset = 0) -> Response:
+def pages(
+    request: Request,
+    store: StoreDep,
+    conn: ConnDep,
+    arch: Param = None,
+    type: Param = None,
+    tag: Param = None,
+    offset: Offset = 0,
+) -> Response:
     """Every page, a window at a time: the home page's listing without the introduction."""
     return _listing(request, store, conn, "/pages", "pages.html", "Pages", arch, type, tag, offset)
 
 
-def _listing(request: Request, store: StoreDep, conn: ConnDep, path: str, template: str, title: str | None,
-             arch: str | None, type_: str | None, tag: str | None, offset: int) -> Response:  # fmt: skip
+def _listing(
+    request: Request,
+    store: StoreDep,
+    conn: ConnDep,
+    path: str,
+    template: str,
+    title: str | None,
+    arch: str | None,
+    type_: str | None,
+    tag: str | None,
+    offset: int,
+) -> Response:
     """The pages the filters select (home_view), with links to the previous and next window under `path`."""
     view = home_view(store, web_state(request), arch or None, type_ or None, tag or None, offset=offset, conn=conn)
     base = {k: v for k, v in {"arch": arch, "type": type_, "tag": tag}.items() if v}
@@ -47,8 +73,15 @@ def _listing(request: Request, store: StoreDep, conn: ConnDep, path: str, templa
         query = urlencode({**base, **({"offset": new_offset} if new_offset else {})})
         return f"{path}?{query}" if query else path
 
-    context = {"view": view, "arch": arch or "", "type": type_ or "", "tag": tag or "", "title": title,
-               "next_url": at(view.next_offset), "prev_url": at(view.prev_offset)}  # fmt: skip
+    context = {
+        "view": view,
+        "arch": arch or "",
+        "type": type_ or "",
+        "tag": tag or "",
+        "title": title,
+        "next_url": at(view.next_offset),
+        "prev_url": at(view.prev_offset),
+    }
     return html_page(request, template, context)
 
 
@@ -67,7 +100,9 @@ def page(request: Request, store: StoreDep, conn: ConnDep, page_id: str) -> Resp
 @router.get("/wiki/{path:path}")
 def wiki_file(request: Request, store: StoreDep, conn: ConnDep, path: str) -> Response:
     """A page by its file's path under wiki/ (with or without `.md`)."""
-    page_id = store.page_by_path(path, conn=conn) or (store.page_by_path(path + ".md", conn=conn) if not path.endswith(".md") else None)
+    page_id = store.page_by_path(path, conn=conn) or (
+        store.page_by_path(path + ".md", conn=conn) if not path.endswith(".md") else None
+    )
     if page_id is None:
         raise HTTPException(404, f"No wiki file is at “{path}”.")
     return _page_response(request, store, conn, page_id, canonical=True)
@@ -84,10 +119,16 @@ def alias(store: StoreDep, conn: ConnDep, alias: str) -> Response:
 
 @router.get("/search")
 def search(
-    request: Request, store: StoreDep, conn: ConnDep, settings: SettingsDep, q: str = "",
-    type: Param = None, arch: Param = None, tag: Param = None,
+    request: Request,
+    store: StoreDep,
+    conn: ConnDep,
+    settings: SettingsDep,
+    q: str = "",
+    type: Param = None,
+    arch: Param = None,
+    tag: Param = None,
     offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
-) -> Response:  # fmt: skip
+) -> Response:
     """Ranked section search; with filters but no words, the pages the filters select."""
     q = q[: settings.search_max_query_chars]  # what search uses; links and the form carry no more than this
     echo = q if len(q) <= settings.query_echo_chars else q[: settings.query_echo_chars] + "…"  # what the page shows of it
@@ -104,23 +145,44 @@ def search(
         params = {**base, **change}
         return "/search?" + urlencode({k: v for k, v in params.items() if v})
 
-    context = {"q": q, "echo": echo, "result": result, "filters": filters, "with_": with_, "title": f"Search: {echo}" if q else "Search",
-               "problems": [p.message for p in problems]}  # fmt: skip
+    context = {
+        "q": q,
+        "echo": echo,
+        "result": result,
+        "filters": filters,
+        "with_": with_,
+        "title": f"Search: {echo}" if q else "Search",
+        "problems": [p.message for p in problems],
+    }
     return html_page(request, "search.html", context, status=422 if problems else 200)
 
 
 @router.get("/evidence")
 def evidence(
-    request: Request, store: StoreDep, conn: ConnDep, status: Param = None, target: Param = None, page: Param = None, offset: Offset = 0
+    request: Request,
+    store: StoreDep,
+    conn: ConnDep,
+    status: Param = None,
+    target: Param = None,
+    page: Param = None,
+    offset: Offset = 0,
 ) -> Response:
     view = dashboard_view(store, web_state(request), status or None, target or None, page or None, offset=offset, conn=conn)
     chosen = {"status": status or "", "target": target or "", "page": page or ""}
     base = {k: v for k, v in chosen.items() if v}
 
     def at(new_offset: int | None) -> str | None:
-        return None if new_offset is None else "/evidence?" + urlencode({**base, **({"offset": new_offset} if new_offset else {})})
+        return (
+            None if new_offset is None else "/evidence?" + urlencode({**base, **({"offset": new_offset} if new_offset else {})})
+        )
 
-    context = {"view": view, "chosen": chosen, "title": "Evidence", "next_url": at(view.next_offset), "prev_url": at(view.prev_offset)}
+    context = {
+        "view": view,
+        "chosen": chosen,
+        "title": "Evidence",
+        "next_url": at(view.next_offset),
+        "prev_url": at(view.prev_offset),
+    }
     return html_page(request, "evidence.html", context)
 
 
@@ -136,8 +198,13 @@ def graph(request: Request, store: StoreDep, conn: ConnDep, page: Param = None) 
     def draw() -> tuple[str, dict[str, object]]:
         data = store.graph(page=page_id, depth=1, limit=GRAPH_NODES, conn=conn)
         drawn = layout(data)
-        counts = {"nodes": len(drawn.nodes), "edges": len(drawn.edges), "types": drawn.types,
-                  "total_nodes": data["total_nodes"], "total_edges": data["total_edges"]}  # fmt: skip
+        counts = {
+            "nodes": len(drawn.nodes),
+            "edges": len(drawn.edges),
+            "types": drawn.types,
+            "total_nodes": data["total_nodes"],
+            "total_edges": data["total_edges"],
+        }
         return web.env.get_template("_graph.html").render(layout=drawn, center=page_id), counts
 
     drawing, counts = web.graphs.get_or_make(key, draw)

@@ -26,8 +26,20 @@ from snippets.snippet import NEVER_BUILT_MODES
 
 HOME_PAGE_SIZE = 100  # page cards per home page window
 DASHBOARD_PAGE_SIZE = 50  # snippet × target rows per evidence dashboard window (each reads its snippet's evidence)
-KNOWN_META = {"id", "title", "type", "architectures", "languages", "tags", "aliases", "confidence",
-              "evidence_level", "evidence_basis", "related", "sources"}  # fmt: skip
+KNOWN_META = {
+    "id",
+    "title",
+    "type",
+    "architectures",
+    "languages",
+    "tags",
+    "aliases",
+    "confidence",
+    "evidence_level",
+    "evidence_basis",
+    "related",
+    "sources",
+}
 
 
 def vendor_of(page: PageSummary) -> str:
@@ -113,9 +125,15 @@ class HomeView:
 
 
 def home_view(
-    store: Store, web: WebState, arch: str | None, type_: str | None, tag: str | None = None,
-    offset: int = 0, conn: Connection | None = None, limit: int = HOME_PAGE_SIZE,
-) -> HomeView:  # fmt: skip
+    store: Store,
+    web: WebState,
+    arch: str | None,
+    type_: str | None,
+    tag: str | None = None,
+    offset: int = 0,
+    conn: Connection | None = None,
+    limit: int = HOME_PAGE_SIZE,
+) -> HomeView:
     """One window of the pages the filters select, with facets and the verification summary, all from SQL."""
     with store.connection(conn) as conn:
         facets = store.page_facets(conn, Filters())
@@ -128,11 +146,18 @@ def home_view(
         per_page = index.page_counts([p.id for p in listing.pages])
         total = summary(store, conn, index)
     return HomeView(
-        groups=groups, total=listing.total, offset=offset, limit=limit,
+        groups=groups,
+        total=listing.total,
+        offset=offset,
+        limit=limit,
         arch_facets=dict(sorted(facets.get("arch", {}).items(), key=_arch_order)),
-        type_facets=facets.get("type", {}), page_status=per_page,
-        status_counts=total.status_counts, snippet_total=total.snippet_total, evidence_total=total.evidence_total, latest=total.latest,
-    )  # fmt: skip
+        type_facets=facets.get("type", {}),
+        page_status=per_page,
+        status_counts=total.status_counts,
+        snippet_total=total.snippet_total,
+        evidence_total=total.evidence_total,
+        latest=total.latest,
+    )
 
 
 def target_order(name: str) -> tuple[int, str]:
@@ -148,12 +173,28 @@ def _arch_order(item: tuple[str, int]) -> tuple[int, str]:
 def listing_as_results(listing: PageList) -> SearchPublic:
     """A filtered page list in the shape of search results (for `/search?tag=…` without words)."""
     results = [
-        SearchResult(id=p.id, title=p.title, type=p.type, path=p.path, architectures=p.architectures, score=0.0,
-                     section=None, snippet=html.escape(", ".join(p.tags)))
+        SearchResult(
+            id=p.id,
+            title=p.title,
+            type=p.type,
+            path=p.path,
+            architectures=p.architectures,
+            score=0.0,
+            section=None,
+            snippet=html.escape(", ".join(p.tags)),
+        )
         for p in listing.pages
-    ]  # fmt: skip
-    return SearchPublic(query="", total=listing.total, limit=listing.limit, offset=listing.offset, next=listing.next,
-                        results=results, facets=listing.facets, took_ms=0.0)  # fmt: skip
+    ]
+    return SearchPublic(
+        query="",
+        total=listing.total,
+        limit=listing.limit,
+        offset=listing.offset,
+        next=listing.next,
+        results=results,
+        facets=listing.facets,
+        took_ms=0.0,
+    )
 
 
 @dataclass
@@ -224,9 +265,12 @@ class DashboardIndex:
 
 def _row_keys(snippets: list[SnippetPublic]) -> list[RowKey]:
     return [
-        RowKey(rank(r.target.status), s.page_id, s.position, target_order(r.target.target), s.id, r.target.target, r.target.status)
-        for s in snippets for r in dashboard_rows(s, "")
-    ]  # fmt: skip
+        RowKey(
+            rank(r.target.status), s.page_id, s.position, target_order(r.target.target), s.id, r.target.target, r.target.status
+        )
+        for s in snippets
+        for r in dashboard_rows(s, "")
+    ]
 
 
 def dashboard_index(store: Store, web: WebState, conn: Connection) -> DashboardIndex:
@@ -246,7 +290,11 @@ def dashboard_index(store: Store, web: WebState, conn: Connection) -> DashboardI
         changed = evidence_status.changed_since(conn, last.version, version) if last is not None else None
         if last is not None and changed is not None:
             gone = set(changed)
-            fresh = [s for i in range(0, len(changed), 500) for s in store.evidence.snippets_with_evidence(conn, ids=changed[i : i + 500])]
+            fresh = [
+                s
+                for i in range(0, len(changed), 500)
+                for s in store.evidence.snippets_with_evidence(conn, ids=changed[i : i + 500])
+            ]
             keys = sorted([k for k in last.keys if k.snippet_id not in gone] + _row_keys(fresh))
             pages = last.pages
         else:
@@ -259,9 +307,15 @@ def dashboard_index(store: Store, web: WebState, conn: Connection) -> DashboardI
 
 
 def dashboard_view(
-    store: Store, web: WebState, status: str | None, target: str | None, page: str | None,
-    offset: int = 0, conn: Connection | None = None, limit: int = DASHBOARD_PAGE_SIZE,
-) -> DashboardView:  # fmt: skip
+    store: Store,
+    web: WebState,
+    status: str | None,
+    target: str | None,
+    page: str | None,
+    offset: int = 0,
+    conn: Connection | None = None,
+    limit: int = DASHBOARD_PAGE_SIZE,
+) -> DashboardView:
     """One window of the snippet × target rows, failures first, filtered and counted over compact keys.
 
     Only the window's snippets are read with their evidence; the keys are rebuilt when the data changes.
@@ -285,6 +339,10 @@ def dashboard_view(
         if s is None:
             continue
         title = window_titles.get(s.page_id, s.page_id)
-        rows.append(sketch_or_invalid_row(s, title) if k.target == "—" else DashboardRow(s, title, target_evidence(k.target, s.evidence.get(k.target, []), s.target_status.get(k.target))))
+        rows.append(
+            sketch_or_invalid_row(s, title)
+            if k.target == "—"
+            else DashboardRow(s, title, target_evidence(k.target, s.evidence.get(k.target, []), s.target_status.get(k.target)))
+        )
     ordered = {st: statuses[st] for st in STATUS_ORDER if statuses.get(st)}
     return DashboardView(rows, len(chosen), ordered, index.targets, index.pages, latest, offset, limit)

@@ -15,7 +15,8 @@ import pytest
 
 from tests.conftest import LiveServer
 
-AGENT_PAGE = '''---
+AGENT_PAGE = (
+    """---
 id: agent-demo
 title: Agent demo kernels
 type: technique
@@ -47,7 +48,10 @@ print("visible python line")
 
 # Long notes
 
-''' + "\n".join(f"Zebrafish note {i}: a line of padding prose that makes this section long enough to cut." for i in range(60)) + "\n"
+"""
+    + "\n".join(f"Zebrafish note {i}: a line of padding prose that makes this section long enough to cut." for i in range(60))
+    + "\n"
+)
 
 
 def write_agent_page(wiki: Path) -> None:
@@ -58,8 +62,14 @@ def agent_records(store: Any) -> list[dict[str, Any]]:
     """Evidence for agent-demo:1: compiled and ran on sm_90a; compiled on sm_100a, run skipped (no such GPU)."""
     with store.engine.connect() as conn:
         snippet = next(s for s in store.evidence.snippets_with_evidence(conn, page_id="agent-demo") if s.id == "agent-demo:1")
-    base = {"snippet_id": snippet.id, "page_id": "agent-demo", "content_hash": snippet.content_hash,
-            "timestamp": "2026-12-01T10:00:00Z", "host": "test-fixture", "toolchain": "nvcc 13.0.88"}  # fmt: skip
+    base = {
+        "snippet_id": snippet.id,
+        "page_id": "agent-demo",
+        "content_hash": snippet.content_hash,
+        "timestamp": "2026-12-01T10:00:00Z",
+        "host": "test-fixture",
+        "toolchain": "nvcc 13.0.88",
+    }
     rows = [
         ("sm_90a", "compile", "pass", "", None),
         ("sm_90a", "run", "pass", "exit status 0", "NVIDIA H200"),
@@ -67,10 +77,18 @@ def agent_records(store: Any) -> list[dict[str, Any]]:
         ("sm_100a", "run", "skipped", "not run: no sm_100 device here", None),
     ]
     return [
-        {**base, "record_id": f"agent-demo-{target}-{step}", "target": target, "step": step, "status": status,
-         "message": message, "gpu_name": gpu, "output": "OK\n" if gpu else ""}
+        {
+            **base,
+            "record_id": f"agent-demo-{target}-{step}",
+            "target": target,
+            "step": step,
+            "status": status,
+            "message": message,
+            "gpu_name": gpu,
+            "output": "OK\n" if gpu else "",
+        }
         for target, step, status, message, gpu in rows
-    ]  # fmt: skip
+    ]
 
 
 def prepared_store(settings: Any) -> Any:

@@ -31,9 +31,18 @@ def test_page_has_every_field_rendered_html_links_and_backlinks(live) -> None:
     assert '<h1 id="loading-a-tile">' in page["html"]
     assert [s["anchor"] for s in page["sections"]] == ["loading-a-tile", "pitfalls"]
     assert {r["id"]: (r["title"], r["resolved"]) for r in page["related"]} == {
-        "hw-tmem": ("Tensor Memory (TMEM)", True), "hw-mbarrier": ("mbarrier", True)}
-    assert page["sources"] == [{"id": "doc-ptx-isa", "title": "PTX ISA", "resolved": True, "type": "source",
-                                "url": "https://docs.nvidia.com/cuda/parallel-thread-execution/"}]
+        "hw-tmem": ("Tensor Memory (TMEM)", True),
+        "hw-mbarrier": ("mbarrier", True),
+    }
+    assert page["sources"] == [
+        {
+            "id": "doc-ptx-isa",
+            "title": "PTX ISA",
+            "resolved": True,
+            "type": "source",
+            "url": "https://docs.nvidia.com/cuda/parallel-thread-execution/",
+        }
+    ]
     assert {b["id"] for b in page["backlinks"]} == {"hw-tmem", "hw-mbarrier"}
 
 
@@ -61,8 +70,14 @@ def test_pages_list_resolve_graph_health(live) -> None:
 
 
 def test_errors_share_one_shape(live) -> None:
-    for path, status in [("/api/pages/nope", 404), ("/api/resolve?name=nope", 404), ("/api/resolve", 422),
-                         ("/api/search?limit=abc", 422), ("/api/nothing", 404), ("/api/snippets/x:1/evidence", 404)]:
+    for path, status in [
+        ("/api/pages/nope", 404),
+        ("/api/resolve?name=nope", 404),
+        ("/api/resolve", 422),
+        ("/api/search?limit=abc", 422),
+        ("/api/nothing", 404),
+        ("/api/snippets/x:1/evidence", 404),
+    ]:
         response = live.get(path)
         assert response.status_code == status, path
         error = response.json()["error"]
@@ -79,8 +94,16 @@ def test_hostile_queries_never_answer_5xx(live, query: str) -> None:
 
 
 def test_evidence_post_requires_the_runner_token_and_is_idempotent(live) -> None:
-    record = {"record_id": "r1", "snippet_id": "hw-tma:1", "page_id": "hw-tma", "target": "sm_90a", "step": "compile",
-              "status": "pass", "content_hash": "abc", "timestamp": "2026-12-01T00:00:00Z"}
+    record = {
+        "record_id": "r1",
+        "snippet_id": "hw-tma:1",
+        "page_id": "hw-tma",
+        "target": "sm_90a",
+        "step": "compile",
+        "status": "pass",
+        "content_hash": "abc",
+        "timestamp": "2026-12-01T00:00:00Z",
+    }
     assert live.post("/api/evidence", json=[record]).status_code == 401
     assert live.post("/api/evidence", json=[record], headers={"Authorization": "Bearer wrong"}).status_code == 401
     assert live.get("/api/snippets/hw-tma:1/evidence").json() == []
@@ -92,4 +115,6 @@ def test_evidence_post_requires_the_runner_token_and_is_idempotent(live) -> None
     assert len(history) == 1 and history[0]["stale"] is True  # made for other content
     bad = live.post("/api/evidence", json=[{"record_id": "x"}], headers=auth)
     assert bad.status_code == 422 and "missing" in json.dumps(bad.json())
-    assert live.post("/api/evidence", content=b"not json", headers={**auth, "content-type": "application/json"}).status_code == 422
+    assert (
+        live.post("/api/evidence", content=b"not json", headers={**auth, "content-type": "application/json"}).status_code == 422
+    )

@@ -14,10 +14,18 @@ from tests.app.agent_fixtures import prepared_store
 def ranked(*hits: tuple[str, str | None]) -> SearchPublic:
     """A search answer listing (page id, anchor) in this rank order, as any search backend would."""
     results = [
-        SearchResult(id=pid, title=pid, type="technique", path=f"{pid}.md", architectures=[], score=1.0 / n,
-                     section=SectionRef(heading=anchor, anchor=anchor) if anchor else None, snippet="")
+        SearchResult(
+            id=pid,
+            title=pid,
+            type="technique",
+            path=f"{pid}.md",
+            architectures=[],
+            score=1.0 / n,
+            section=SectionRef(heading=anchor, anchor=anchor) if anchor else None,
+            snippet="",
+        )
         for n, (pid, anchor) in enumerate(hits, 1)
-    ]  # fmt: skip
+    ]
     return SearchPublic(query="q", total=len(results), limit=20, offset=0, results=results, facets={}, took_ms=0.0)
 
 

@@ -45,10 +45,27 @@ def test_an_experiment_needs_a_program_whose_output_measures() -> None:
     assert not measures("OK: 16 boxes loaded") and not measures("SMs 132, tiles 20000") and not measures("sm_90a")
 
 
-def _record(snippet, target: str, step: str, status: str, output: str = "", stamp: str = "2026-12-02T10:00:00Z") -> EvidenceRecord:
-    return EvidenceRecord(page_id=snippet.page_id, snippet_id=snippet.id, path=snippet.path, line=snippet.line, lang="cuda",
-                          target=target, step=step, status=status, message="", content_hash=snippet.content_hash,
-                          toolchain="nvcc 13.0.88", timestamp=stamp, host="h", isolation="none", mode="run", output=output)  # fmt: skip
+def _record(
+    snippet, target: str, step: str, status: str, output: str = "", stamp: str = "2026-12-02T10:00:00Z"
+) -> EvidenceRecord:
+    return EvidenceRecord(
+        page_id=snippet.page_id,
+        snippet_id=snippet.id,
+        path=snippet.path,
+        line=snippet.line,
+        lang="cuda",
+        target=target,
+        step=step,
+        status=status,
+        message="",
+        content_hash=snippet.content_hash,
+        toolchain="nvcc 13.0.88",
+        timestamp=stamp,
+        host="h",
+        isolation="none",
+        mode="run",
+        output=output,
+    )
 
 
 def test_lint_reads_the_evidence_and_warns_at_the_claims_line(tmp_path: Path) -> None:
@@ -64,15 +81,22 @@ def test_lint_reads_the_evidence_and_warns_at_the_claims_line(tmp_path: Path) ->
     assert "demo.md:6: warning: confidence claims more than the evidence shows" in result.output
     assert "demo.md:7: warning: evidence_level claims more" in result.output
 
-    write_jsonl(evidence / "run.jsonl", [
-        _record(snippet, "sm_90a", "compile", "pass"), _record(snippet, "sm_90a", "run", "pass", "OK\n"),
-        _record(snippet, "sm_100a", "compile", "pass"), _record(snippet, "sm_100a", "run", "skipped"),
-    ])  # fmt: skip
+    write_jsonl(
+        evidence / "run.jsonl",
+        [
+            _record(snippet, "sm_90a", "compile", "pass"),
+            _record(snippet, "sm_90a", "run", "pass", "OK\n"),
+            _record(snippet, "sm_100a", "compile", "pass"),
+            _record(snippet, "sm_100a", "run", "skipped"),
+        ],
+    )
     result = runner.invoke(cli, ["lint", "--wiki", str(wiki), "--evidence", str(evidence)])
     assert "confidence claims more" not in result.output
     assert "demo.md:7: warning: evidence_level claims more" in result.output  # ran, but printed only OK
 
-    write_jsonl(evidence / "timed.jsonl", [_record(snippet, "sm_90a", "run", "pass", "k: 2.5 us/iter\nOK\n", "2026-12-02T11:00:00Z")])
+    write_jsonl(
+        evidence / "timed.jsonl", [_record(snippet, "sm_90a", "run", "pass", "k: 2.5 us/iter\nOK\n", "2026-12-02T11:00:00Z")]
+    )
     result = runner.invoke(cli, ["lint", "--wiki", str(wiki), "--evidence", str(evidence)])
     assert "claims more" not in result.output, result.output
 

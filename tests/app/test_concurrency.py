@@ -12,11 +12,25 @@ import httpx
 from tests.conftest import LiveServer
 
 PATHS = [
-    "/api/search?q=tma", "/api/search?q=tensr%20memroy", "/api/pages", "/api/pages?type=hardware", "/api/pages/hw-tma",
-    "/api/resolve?name=TMA", "/api/snippets?limit=20", "/api/snippets?status=unknown", "/api/graph",
-    "/api/graph?page=hw-tma", "/api/health", "/", "/evidence", "/graph", "/graph?page=hw-tma", "/pages/hw-tma",
-    "/search?q=tmem", "/a/TMEM",
-]  # fmt: skip
+    "/api/search?q=tma",
+    "/api/search?q=tensr%20memroy",
+    "/api/pages",
+    "/api/pages?type=hardware",
+    "/api/pages/hw-tma",
+    "/api/resolve?name=TMA",
+    "/api/snippets?limit=20",
+    "/api/snippets?status=unknown",
+    "/api/graph",
+    "/api/graph?page=hw-tma",
+    "/api/health",
+    "/",
+    "/evidence",
+    "/graph",
+    "/graph?page=hw-tma",
+    "/pages/hw-tma",
+    "/search?q=tmem",
+    "/a/TMEM",
+]
 
 
 def _serve(settings: Any, **pool: Any) -> LiveServer:

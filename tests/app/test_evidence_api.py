@@ -14,8 +14,17 @@ AUTH = {"Authorization": "Bearer test-runner-token"}
 
 def rec(**change: Any) -> dict[str, Any]:
     """A well-formed record for the fixture wiki's one snippet (hw-tma:1)."""
-    data = {"record_id": "r1", "snippet_id": "hw-tma:1", "page_id": "hw-tma", "target": "sm_90a", "step": "compile",
-            "status": "pass", "content_hash": "abc", "timestamp": "2026-12-01T00:00:00Z", "toolchain": "nvcc 13.0.88"}
+    data = {
+        "record_id": "r1",
+        "snippet_id": "hw-tma:1",
+        "page_id": "hw-tma",
+        "target": "sm_90a",
+        "step": "compile",
+        "status": "pass",
+        "content_hash": "abc",
+        "timestamp": "2026-12-01T00:00:00Z",
+        "toolchain": "nvcc 13.0.88",
+    }
     data.update(change)
     return data
 
@@ -25,8 +34,13 @@ def detail(response: Any) -> str:
 
 
 def test_only_a_bearer_token_is_accepted(live) -> None:
-    for headers in ({}, {"Authorization": "test-runner-token"}, {"Authorization": "Bearer wrong"},
-                    {"Authorization": "Basic dGVzdC1ydW5uZXItdG9rZW4="}, {"Authorization": "Bearer  x"}):
+    for headers in (
+        {},
+        {"Authorization": "test-runner-token"},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": "Basic dGVzdC1ydW5uZXItdG9rZW4="},
+        {"Authorization": "Bearer  x"},
+    ):
         response = live.post("/api/evidence", json=[rec()], headers=headers)
         assert response.status_code == 401, headers
         assert response.headers["www-authenticate"] == "Bearer"
@@ -59,27 +73,37 @@ def test_a_body_over_the_cap_is_refused_while_it_streams(live) -> None:
     assert streamed.status_code == 413 and "8388608 bytes" in detail(streamed)
 
 
-@pytest.mark.parametrize(("change", "named"), [
-    ({"timestamp": "zzzz-not-a-date"}, "timestamp"),
-    ({"timestamp": "2026-12-01T00:00:00"}, "timestamp"),  # no time zone
-    ({"timestamp": 1764547200}, "timestamp"),  # a number is not RFC 3339
-    ({"timestamp": "2999-01-01T00:00:00Z"}, "in the future"),  # would stay 'newest' forever
-    ({"status": "great"}, "status"),
-    ({"step": "bake"}, "step"),
-    ({"record_id": "x" * 500}, "record_id"),
-    ({"snippet_id": ""}, "snippet_id"),
-    ({"checks": [{"detail": "x" * 20000}]}, "checks"),
-    ({"duration_s": -1}, "duration_s"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"timestamp": "zzzz-not-a-date"}, "timestamp"),
+        ({"timestamp": "2026-12-01T00:00:00"}, "timestamp"),  # no time zone
+        ({"timestamp": 1764547200}, "timestamp"),  # a number is not RFC 3339
+        ({"timestamp": "2999-01-01T00:00:00Z"}, "in the future"),  # would stay 'newest' forever
+        ({"status": "great"}, "status"),
+        ({"step": "bake"}, "step"),
+        ({"record_id": "x" * 500}, "record_id"),
+        ({"snippet_id": ""}, "snippet_id"),
+        ({"checks": [{"detail": "x" * 20000}]}, "checks"),
+        ({"duration_s": -1}, "duration_s"),
+    ],
+)
 def test_malformed_records_are_refused_whole_with_the_field_named(live, change: dict[str, Any], named: str) -> None:
-    response = live.post("/api/evidence", json=[rec(record_id="good"), rec(record_id="bad", **change)] if "record_id" not in change
-                         else [rec(record_id="good"), rec(**change)], headers=AUTH)  # fmt: skip
+    response = live.post(
+        "/api/evidence",
+        json=[rec(record_id="good"), rec(record_id="bad", **change)]
+        if "record_id" not in change
+        else [rec(record_id="good"), rec(**change)],
+        headers=AUTH,
+    )
     assert response.status_code == 422 and named in detail(response) and "record 1" in detail(response)
     assert live.get("/api/snippets/hw-tma:1/evidence").json() == []  # nothing of the post was stored
 
 
 def test_unknown_snippets_and_wrong_pages_are_refused_by_name(live) -> None:
-    response = live.post("/api/evidence", json=[rec(snippet_id="nope:7", page_id="nope"), rec(record_id="r2", page_id="hw-tmem")], headers=AUTH)
+    response = live.post(
+        "/api/evidence", json=[rec(snippet_id="nope:7", page_id="nope"), rec(record_id="r2", page_id="hw-tmem")], headers=AUTH
+    )
     assert response.status_code == 422
     text = detail(response)
     assert "no snippet 'nope:7'" in text and "snippet 'hw-tma:1' is on page 'hw-tma', not 'hw-tmem'" in text
@@ -122,7 +146,16 @@ def test_the_openapi_schema_shows_the_record_model_and_the_bearer_scheme(live) -
     assert schema["type"] == "array" and schema["maxItems"] == 5000
     props = schema["items"]["properties"]
     assert props["timestamp"]["format"] == "date-time" and props["record_id"]["maxLength"] == 128
-    assert set(schema["items"]["required"]) >= {"record_id", "snippet_id", "page_id", "target", "step", "status", "content_hash", "timestamp"}
+    assert set(schema["items"]["required"]) >= {
+        "record_id",
+        "snippet_id",
+        "page_id",
+        "target",
+        "step",
+        "status",
+        "content_hash",
+        "timestamp",
+    }
     assert {"401", "413", "422"} <= set(post["responses"])
     assert post["security"] == [{"HTTPBearer": []}] and spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
 

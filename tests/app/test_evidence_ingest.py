@@ -10,11 +10,17 @@ from runner.status import RECORD_STATUSES
 
 def _record(**over: Any) -> dict[str, Any]:
     base = {
-        "record_id": "abc123", "snippet_id": "hw-setmaxnreg:1", "page_id": "hw-setmaxnreg", "target": "sm_90a",
-        "step": "compile", "status": "pass", "content_hash": "h", "timestamp": "2026-12-02T16:00:00Z",
+        "record_id": "abc123",
+        "snippet_id": "hw-setmaxnreg:1",
+        "page_id": "hw-setmaxnreg",
+        "target": "sm_90a",
+        "step": "compile",
+        "status": "pass",
+        "content_hash": "h",
+        "timestamp": "2026-12-02T16:00:00Z",
         "command": "nvcc -gencode=arch=compute_90a,code=sm_90a -rdc=true snippet.cu -c -o snippet.o",
         "warnings": ["ptxas warning (C7504) Potential Performance Loss: 'setmaxnreg' ignored [-rdc build]"],
-    }  # fmt: skip
+    }
     return base | over
 
 

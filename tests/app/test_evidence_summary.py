@@ -55,7 +55,11 @@ def test_no_snippet_is_summarised_pass_while_a_declared_target_lacks_a_passing_s
             continue
         row = snippets[s.id]
         checks = json.loads(row.data).get("checks") or {}
-        steps = ["compile"] + (["sass"] if checks.get("sass") or checks.get("no_sass") else []) + (["run"] if row.mode == "run" else [])
+        steps = (
+            ["compile"]
+            + (["sass"] if checks.get("sass") or checks.get("no_sass") else [])
+            + (["run"] if row.mode == "run" else [])
+        )
         missing = [f"{t} {step}" for t in json.loads(row.targets) for step in steps if latest.get((s.id, t, step)) != "pass"]
         if missing:
             wrong.append(f"{s.id}: {', '.join(missing)}")

@@ -70,7 +70,9 @@ def test_readers_never_see_a_half_built_index(db_url: str, wiki_dir: Path) -> No
     try:
         for _ in range(3):
             for i in range(150):
-                (wiki_dir / f"gen{i}.md").write_text(f"---\nid: gen-{i}\ntitle: Generated {i}\n---\n# S\nwarpgroup text {i} {time.time()}\n")
+                (wiki_dir / f"gen{i}.md").write_text(
+                    f"---\nid: gen-{i}\ntitle: Generated {i}\n---\n# S\nwarpgroup text {i} {time.time()}\n"
+                )
             writer.reindex(wiki_dir)
     finally:
         stop.set()
@@ -81,7 +83,10 @@ def test_readers_never_see_a_half_built_index(db_url: str, wiki_dir: Path) -> No
 
 def test_only_snippets_whose_content_changed_are_reported_as_changed(store, wiki_dir: Path) -> None:
     page = wiki_dir / "nvidia" / "tma.md"
-    page.write_text(page.read_text().replace("the m16n8k16 shape", "the m16n8k16 shape (edited prose)") + "\n```cuda\n__device__ void other(int* p) { p[1] = 2; }\n```\n")
+    page.write_text(
+        page.read_text().replace("the m16n8k16 shape", "the m16n8k16 shape (edited prose)")
+        + "\n```cuda\n__device__ void other(int* p) { p[1] = 2; }\n```\n"
+    )
     report = store.reindex(wiki_dir)
     assert report.updated == ["hw-tma"]
     assert report.changed_snippets == ["hw-tma:2"]

@@ -72,4 +72,8 @@ def test_status_index_follows_new_evidence_like_a_fresh_build(store: Any, wiki_d
         after = store.status_index(conn)
         fresh = build_status_index(conn, store.evidence, data_version(conn))
     assert after is not before and after.snippets == fresh.snippets and after.evidence_count == fresh.evidence_count == 2
-    assert {s.id: s.status for s in after.snippets if s.page_id == "many"} == {"many:1": "pass", "many:2": "fail", "many:3": "unknown"}
+    assert {s.id: s.status for s in after.snippets if s.page_id == "many"} == {
+        "many:1": "pass",
+        "many:2": "fail",
+        "many:3": "unknown",
+    }

@@ -122,7 +122,16 @@ def test_stdio_server_spawned_by_the_cli_answers_every_tool(tmp_path: Path) -> N
     command = kernelwiki_command()
     params = StdioServerParameters(
         command=command[0],
-        args=[*command[1:], "mcp", "--wiki", str(wiki), "--db", f"sqlite:///{tmp_path / 'index.db'}", "--evidence", str(evidence)],
+        args=[
+            *command[1:],
+            "mcp",
+            "--wiki",
+            str(wiki),
+            "--db",
+            f"sqlite:///{tmp_path / 'index.db'}",
+            "--evidence",
+            str(evidence),
+        ],
         cwd=str(tmp_path),
         env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )
@@ -150,8 +159,12 @@ def test_http_endpoint_of_the_service_answers_every_tool(settings, mode: str) ->
 
 def test_http_endpoint_refuses_what_is_not_an_mcp_post_from_this_host(settings) -> None:  # type: ignore[no-untyped-def]
     """GET answers 405 at once (a stateless server pushes nothing); another Host or Origin is refused (DNS rebinding)."""
-    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}},
+    }
     accept = {"accept": "application/json, text/event-stream"}
     with LiveServer(create_app(settings, store=prepared_store(settings))) as server:
         with httpx.Client(base_url=server.url, timeout=10) as http:
@@ -168,12 +181,15 @@ def test_hostile_arguments_get_answers_or_tool_errors_never_a_crash(store, query
     """Any string in any argument: an answer or an anticipated tool error, never the SDK's bare crash message."""
     server = build_server(lambda: store, "http://kw")
     calls = [
-        ("search", {"query": query}), ("search", {"query": query[:2000], "budget_tokens": 500}),
+        ("search", {"query": query}),
+        ("search", {"query": query[:2000], "budget_tokens": 500}),
         ("search", {"query": "tma", "arch": query[:100], "type": query[:100]}),
-        ("get_page", {"id": query[:200]}), ("get_page", {"id": "hw-tma", "sections": [query[:200]]}),
-        ("get_snippet_evidence", {"snippet_id": query[:300]}), ("get_snippet_evidence", {"snippet_id": f"{query[:200]}:1"}),
+        ("get_page", {"id": query[:200]}),
+        ("get_page", {"id": "hw-tma", "sections": [query[:200]]}),
+        ("get_snippet_evidence", {"snippet_id": query[:300]}),
+        ("get_snippet_evidence", {"snippet_id": f"{query[:200]}:1"}),
         ("resolve", {"name": query[:500]}),
-    ]  # fmt: skip
+    ]
 
     async def conversation() -> None:
         async with Client(server) as client:

@@ -83,7 +83,10 @@ BAD = [
     (b"---\nid: Has Space\ntitle: A\n---\n", "a.md:2: error: id 'Has Space' may hold only"),
     (b"---\nid: a\ntitle: A\narchitectures: [sm90a, sm999]\n---\n", "a.md:4: error: unknown architecture 'sm999'"),
     (b"---\nid: a\ntitle: A\n---\n\xff\xfe bad", "a.md:5: error: not UTF-8"),
-    (b"---\nid: !!python/object/apply:os.system [echo hi]\ntitle: A\n---\n", "a.md:2: error: invalid YAML: could not determine a constructor"),
+    (
+        b"---\nid: !!python/object/apply:os.system [echo hi]\ntitle: A\n---\n",
+        "a.md:2: error: invalid YAML: could not determine a constructor",
+    ),
     (b"---\nid: a\ntitle: A\ntags: !!python/name:os.system\n---\n", "a.md:4: error: invalid YAML"),
 ]
 
@@ -97,7 +100,7 @@ def test_bad_page_gets_a_clear_error_naming_file_and_line(raw: bytes, expected: 
 
 def test_billion_laughs_is_refused_quickly() -> None:
     lol = ["---", "id: a", "title: A", 'l0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
-    lol += [f"l{i}: &l{i} [" + ",".join([f"*l{i-1}"] * 9) + "]" for i in range(1, 10)]
+    lol += [f"l{i}: &l{i} [" + ",".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, 10)]
     raw = ("\n".join(lol) + "\n---\n").encode()
     started = time.perf_counter()
     page, diags = parse_page(raw, "bomb.md")

@@ -55,9 +55,12 @@ class Served:
         full_env = {**os.environ, "KERNELWIKI_RUNNER_TOKEN": TOKEN, **(env or {})}
         full_env.pop("KERNELWIKI_WIKI", None)
         self.proc = subprocess.Popen(
-            [KERNELWIKI, "serve", "--port", str(self.port), *args], cwd=cwd, env=full_env,
-            stdout=self.out.open("w"), stderr=self.err.open("w"),
-        )  # fmt: skip
+            [KERNELWIKI, "serve", "--port", str(self.port), *args],
+            cwd=cwd,
+            env=full_env,
+            stdout=self.out.open("w"),
+            stderr=self.err.open("w"),
+        )
 
     def listening(self, timeout: float = 30) -> bool:
         deadline = time.monotonic() + timeout
@@ -117,7 +120,9 @@ def served(site: Path) -> Iterator[Served]:
 
 def test_it_listens_at_once_and_health_reports_indexing_progress(site: Path) -> None:
     for n in range(1500):
-        (site / "wiki" / f"gen-{n:04d}.md").write_text(PAGE.format(id=f"gen-{n:04d}", title=f"Generated {n}", word=f"word{n}", n=n))
+        (site / "wiki" / f"gen-{n:04d}.md").write_text(
+            PAGE.format(id=f"gen-{n:04d}", title=f"Generated {n}", word=f"word{n}", n=n)
+        )
     server = Served(site, "--db", f"sqlite:///{site / 'index.db'}")
     try:
         assert server.listening(), server.stderr()
@@ -140,15 +145,22 @@ def test_a_busy_port_is_one_clear_error_and_nothing_claims_to_serve(site: Path) 
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = subprocess.run([KERNELWIKI, "serve", "--port", str(port), "--db", f"sqlite:///{site / 'i.db'}"], cwd=site,
-                                capture_output=True, text=True, timeout=60)  # fmt: skip
+        result = subprocess.run(
+            [KERNELWIKI, "serve", "--port", str(port), "--db", f"sqlite:///{site / 'i.db'}"],
+            cwd=site,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert result.returncode == 1
     assert f"port {port} on 127.0.0.1 is already in use" in result.stderr and "--port" in result.stderr
     assert "serving" not in result.stdout and "Traceback" not in result.stderr
 
 
 def test_outside_the_repository_it_refuses_to_serve_an_empty_site(tmp_path: Path) -> None:
-    result = subprocess.run([KERNELWIKI, "serve", "--port", str(free_port())], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [KERNELWIKI, "serve", "--port", str(free_port())], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 2 and "serving" not in result.stdout
     assert f"{tmp_path / 'wiki'}: error: no wiki folder here" in result.stderr and "--wiki DIR" in result.stderr
 
@@ -183,8 +195,17 @@ def test_a_damaged_index_is_one_line_with_the_fix_and_rebuild_keeps_posted_evide
     server = Served(site, "--db", f"sqlite:///{db}")
     assert server.listening(), server.stderr()
     server.wait_ok()
-    record = {"record_id": "posted-1", "snippet_id": "hw-tma:1", "page_id": "hw-tma", "target": "sm_90a", "step": "run",
-              "status": "pass", "content_hash": "abc", "timestamp": "2026-12-01T00:00:00Z", "gpu_name": "NVIDIA H200"}
+    record = {
+        "record_id": "posted-1",
+        "snippet_id": "hw-tma:1",
+        "page_id": "hw-tma",
+        "target": "sm_90a",
+        "step": "run",
+        "status": "pass",
+        "content_hash": "abc",
+        "timestamp": "2026-12-01T00:00:00Z",
+        "gpu_name": "NVIDIA H200",
+    }
     assert httpx.post(server.url + "/api/evidence", json=[record], headers=AUTH).json()["inserted"] == 1
     server.stop()
 
@@ -197,7 +218,10 @@ def test_a_damaged_index_is_one_line_with_the_fix_and_rebuild_keeps_posted_evide
         while (health := server.health()).json()["status"] in ("starting", "indexing") and time.monotonic() < deadline:
             time.sleep(0.05)
         assert health.status_code == 503 and health.json()["status"] == "degraded"
-        assert f"{db}: error: the index is damaged" in health.json()["problem"] and "kernelwiki index --rebuild" in health.json()["problem"]
+        assert (
+            f"{db}: error: the index is damaged" in health.json()["problem"]
+            and "kernelwiki index --rebuild" in health.json()["problem"]
+        )
         for path in ("/", "/api/pages"):
             assert httpx.get(server.url + path).status_code == 503, path
     finally:
@@ -205,14 +229,27 @@ def test_a_damaged_index_is_one_line_with_the_fix_and_rebuild_keeps_posted_evide
 
     # The posted evidence can be exported even now, and survives the rebuild.
     exported = site / "posted.jsonl"
-    run = subprocess.run([KERNELWIKI, "evidence", "export", str(exported), "--posted", "--db", f"sqlite:///{db}"],
-                         cwd=site, capture_output=True, text=True, timeout=60)  # fmt: skip
+    run = subprocess.run(
+        [KERNELWIKI, "evidence", "export", str(exported), "--posted", "--db", f"sqlite:///{db}"],
+        cwd=site,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 0, run.stderr
     assert [json.loads(line)["record_id"] for line in exported.read_text().splitlines()] == ["posted-1"]
-    rebuilt = subprocess.run([KERNELWIKI, "index", "--rebuild", "--db", f"sqlite:///{db}"], cwd=site, capture_output=True, text=True, timeout=120)
+    rebuilt = subprocess.run(
+        [KERNELWIKI, "index", "--rebuild", "--db", f"sqlite:///{db}"], cwd=site, capture_output=True, text=True, timeout=120
+    )
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert "set aside as" in rebuilt.stdout and "1 evidence records recovered" in rebuilt.stdout
-    again = subprocess.run([KERNELWIKI, "evidence", "export", "--posted", "--db", f"sqlite:///{db}"], cwd=site, capture_output=True, text=True, timeout=60)
+    again = subprocess.run(
+        [KERNELWIKI, "evidence", "export", "--posted", "--db", f"sqlite:///{db}"],
+        cwd=site,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert [json.loads(line)["record_id"] for line in again.stdout.splitlines()] == ["posted-1"]  # still known as posted
     server = Served(site, "--db", f"sqlite:///{db}")
     try:
@@ -226,7 +263,9 @@ def test_a_damaged_index_is_one_line_with_the_fix_and_rebuild_keeps_posted_evide
     # A file that is not a database at all: serve and index each say one line and exit 1.
     db.write_bytes(b"this is not an index" * 100)
     for argv in (["serve", "--port", str(free_port())], ["index"]):
-        result = subprocess.run([KERNELWIKI, *argv, "--db", f"sqlite:///{db}"], cwd=site, capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            [KERNELWIKI, *argv, "--db", f"sqlite:///{db}"], cwd=site, capture_output=True, text=True, timeout=60
+        )
         assert result.returncode == 1, (argv, result.stderr)
         lines = [line for line in result.stderr.strip().splitlines() if "warning:" not in line]
         assert len(lines) == 1 and lines[0].startswith(f"{db}: error: the index is damaged"), result.stderr
@@ -249,7 +288,12 @@ def test_watch_reflects_added_changed_and_deleted_pages_within_2s(site: Path) ->
 
         page = site / "wiki" / "live-page.md"
         page.write_text(PAGE.format(id="live-page", title="Live page", word="zebrafish", n=1))
-        within(2.0, lambda: any(r["id"] == "live-page" for r in httpx.get(server.url + "/api/search", params={"q": "zebrafish"}).json()["results"]))
+        within(
+            2.0,
+            lambda: any(
+                r["id"] == "live-page" for r in httpx.get(server.url + "/api/search", params={"q": "zebrafish"}).json()["results"]
+            ),
+        )
         page.write_text(PAGE.format(id="live-page", title="Renamed live page", word="okapi", n=2))
         within(2.0, lambda: "Renamed live page" in httpx.get(server.url + "/pages/live-page").text)
         assert httpx.get(server.url + "/api/search", params={"q": "okapi"}).json()["results"][0]["id"] == "live-page"
@@ -283,12 +327,23 @@ def test_several_workers_serve_read_only_and_still_take_posted_evidence(site: Pa
         with httpx.Client(base_url=server.url) as client:
             for _ in range(20):
                 assert client.get("/api/search", params={"q": "tma"}).status_code == 200
-            workers = [int(p) for p in subprocess.run(["pgrep", "-P", str(server.proc.pid)], capture_output=True, text=True).stdout.split()]
+            workers = [
+                int(p)
+                for p in subprocess.run(["pgrep", "-P", str(server.proc.pid)], capture_output=True, text=True).stdout.split()
+            ]
             opened = {pid: _index_fds(pid, db) for pid in workers}
             assert any(opened.values()), opened  # the workers that answered hold the index open …
             assert all(flags & 3 == os.O_RDONLY for fds in opened.values() for flags in fds), opened  # … read-only
-            record = {"record_id": "w-1", "snippet_id": "hw-tma:1", "page_id": "hw-tma", "target": "sm_90a", "step": "compile",
-                      "status": "pass", "content_hash": "abc", "timestamp": "2026-12-01T00:00:00Z"}
+            record = {
+                "record_id": "w-1",
+                "snippet_id": "hw-tma:1",
+                "page_id": "hw-tma",
+                "target": "sm_90a",
+                "step": "compile",
+                "status": "pass",
+                "content_hash": "abc",
+                "timestamp": "2026-12-01T00:00:00Z",
+            }
             assert client.post("/api/evidence", json=[record], headers=AUTH).json()["inserted"] == 1
             assert [r["record_id"] for r in client.get("/api/snippets/hw-tma:1/evidence").json()] == ["w-1"]
     finally:
@@ -299,8 +354,11 @@ def test_it_stops_within_5s_while_a_request_is_still_running(served: Served) -> 
     served.wait_ok()
     with socket.create_connection(("127.0.0.1", served.port), timeout=10) as slow:
         # An authorised upload that never finishes: the request stays in flight.
-        slow.sendall(b"POST /api/evidence HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode()
-                     + b"\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n[")  # fmt: skip
+        slow.sendall(
+            b"POST /api/evidence HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            + TOKEN.encode()
+            + b"\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n["
+        )
         time.sleep(0.3)
         took = served.stop()
     assert served.proc.returncode is not None and took < 5, took
@@ -309,15 +367,29 @@ def test_it_stops_within_5s_while_a_request_is_still_running(served: Served) -> 
 def test_it_stops_within_5s_while_a_request_waits_on_a_locked_index(served: Served, site: Path) -> None:
     """A request stuck in a worker thread (here: waiting up to 30 s for SQLite's write lock) does not hold the exit."""
     served.wait_ok()
-    record = {"record_id": "locked-1", "snippet_id": "hw-tma:1", "page_id": "hw-tma", "target": "sm_90a", "step": "compile",
-              "status": "pass", "content_hash": "abc", "timestamp": "2026-12-01T00:00:00Z"}
+    record = {
+        "record_id": "locked-1",
+        "snippet_id": "hw-tma:1",
+        "page_id": "hw-tma",
+        "target": "sm_90a",
+        "step": "compile",
+        "status": "pass",
+        "content_hash": "abc",
+        "timestamp": "2026-12-01T00:00:00Z",
+    }
     body = json.dumps([record]).encode()
     lock = sqlite3.connect(site / "index.db", timeout=5)
     lock.execute("BEGIN IMMEDIATE")  # another writer holds the index
     try:
         with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
-            sock.sendall(b"POST /api/evidence HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode()
-                         + b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)  # fmt: skip
+            sock.sendall(
+                b"POST /api/evidence HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                + TOKEN.encode()
+                + b"\r\nContent-Type: application/json\r\nContent-Length: "
+                + str(len(body)).encode()
+                + b"\r\n\r\n"
+                + body
+            )
             time.sleep(1.0)  # the insert is now waiting on the lock
             took = served.stop()
     finally:
@@ -337,8 +409,10 @@ def test_an_unauthenticated_100_mb_post_is_refused_without_reading_it(served: Se
     chunk = b"[" * (1024 * 1024)
     sent = 0
     with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
-        sock.sendall(b"POST /api/evidence HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 104857600\r\n\r\n" + chunk)  # fmt: skip
+        sock.sendall(
+            b"POST /api/evidence HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 104857600\r\n\r\n" + chunk
+        )
         sent += len(chunk)
         answer = sock.recv(4096)
         try:

@@ -21,8 +21,16 @@ SINCE = "2026-12-02T16:00:00Z"
 
 def _record(snippet: str, target: str, step: str, status: str, when: str, stale: bool = False) -> dict[str, Any]:
     data = {"host": "gpu-node-1", "isolation": "bwrap", "gpu_name": "NVIDIA H200" if step == "run" else None}
-    return {"record_id": f"{snippet}{target}{step}{when}", "snippet_id": snippet, "target": target, "step": step,
-            "status": status, "stale": stale, "timestamp": when, "data": data}  # fmt: skip
+    return {
+        "record_id": f"{snippet}{target}{step}{when}",
+        "snippet_id": snippet,
+        "target": target,
+        "step": step,
+        "status": status,
+        "stale": stale,
+        "timestamp": when,
+        "data": data,
+    }
 
 
 SNIPPETS = [

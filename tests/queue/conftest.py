@@ -29,10 +29,16 @@ def fleet(postgres_url: str, qwiki: Path, tmp_path: Path) -> Iterator[Fleet]:
     markers.mkdir()
     logs.mkdir()
     settings = Settings(
-        wiki=qwiki, db=postgres_url, evidence=tmp_path / "evidence", runner_token=TOKEN,
-        queue_database_url=postgres_url.replace("+psycopg", ""), targets=["sm_90a", "sm_100a"],
-        stalled_after_s=3.0, worker_heartbeat_s=0.5, job_retry_wait_s=1,
-    )  # fmt: skip
+        wiki=qwiki,
+        db=postgres_url,
+        evidence=tmp_path / "evidence",
+        runner_token=TOKEN,
+        queue_database_url=postgres_url.replace("+psycopg", ""),
+        targets=["sm_90a", "sm_100a"],
+        stalled_after_s=3.0,
+        worker_heartbeat_s=0.5,
+        job_retry_wait_s=1,
+    )
     app = create_app(settings)
     with LiveServer(app) as server:
         fleet = Fleet(settings, server.url, app.state.store, markers, logs)

@@ -45,14 +45,26 @@ def fake_verify(snippet: dict[str, Any], target: str, force: bool) -> list[dict[
     leaked = [k for k in os.environ if "TOKEN" in k or "DATABASE_URL" in k or k == "KERNELWIKI_DB"]
     with open(f"/proc/{os.getpid()}/environ", "rb") as fh:
         initial = fh.read().decode(errors="replace")
-    leaked += [f"/proc:{k}" for k in ("KERNELWIKI_RUNNER_TOKEN", "KERNELWIKI_QUEUE_DATABASE_URL", "queue-test-token") if k in initial]
+    leaked += [
+        f"/proc:{k}" for k in ("KERNELWIKI_RUNNER_TOKEN", "KERNELWIKI_QUEUE_DATABASE_URL", "queue-test-token") if k in initial
+    ]
     record = EvidenceRecord(
-        page_id=snippet["page_id"], snippet_id=snippet["id"], path=snippet["path"], line=snippet["line"],
-        lang=snippet["lang"], target=target, step="compile", status="pass", message=",".join(leaked),
-        content_hash=snippet["content_hash"], toolchain=TOOLCHAIN,
-        timestamp=datetime.now(UTC).isoformat(timespec="microseconds"), host=NAME, isolation="none",
+        page_id=snippet["page_id"],
+        snippet_id=snippet["id"],
+        path=snippet["path"],
+        line=snippet["line"],
+        lang=snippet["lang"],
+        target=target,
+        step="compile",
+        status="pass",
+        message=",".join(leaked),
+        content_hash=snippet["content_hash"],
+        toolchain=TOOLCHAIN,
+        timestamp=datetime.now(UTC).isoformat(timespec="microseconds"),
+        host=NAME,
+        isolation="none",
         mode=snippet["mode"],
-    )  # fmt: skip
+    )
     return [record.to_dict()]
 
 

@@ -69,26 +69,32 @@ class Fleet:
     def env(self, **extra: str) -> dict[str, str]:
         s = self.settings
         env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWIKI_")}
-        env.update({
-            "KERNELWIKI_QUEUE_DATABASE_URL": s.queue_database_url.get_secret_value(),
-            "KERNELWIKI_SERVER_URL": self.url,
-            "KERNELWIKI_RUNNER_TOKEN": TOKEN,
-            "KERNELWIKI_TARGETS": '["sm_90a", "sm_100a"]',
-            "KERNELWIKI_STALLED_AFTER_S": str(s.stalled_after_s),
-            "KERNELWIKI_WORKER_HEARTBEAT_S": str(s.worker_heartbeat_s),
-            "KERNELWIKI_JOB_RETRY_WAIT_S": "1",
-            "KW_TEST_MARKERS": str(self.markers),
-            "PYTHONUNBUFFERED": "1",
-            **extra,
-        })  # fmt: skip
+        env.update(
+            {
+                "KERNELWIKI_QUEUE_DATABASE_URL": s.queue_database_url.get_secret_value(),
+                "KERNELWIKI_SERVER_URL": self.url,
+                "KERNELWIKI_RUNNER_TOKEN": TOKEN,
+                "KERNELWIKI_TARGETS": '["sm_90a", "sm_100a"]',
+                "KERNELWIKI_STALLED_AFTER_S": str(s.stalled_after_s),
+                "KERNELWIKI_WORKER_HEARTBEAT_S": str(s.worker_heartbeat_s),
+                "KERNELWIKI_JOB_RETRY_WAIT_S": "1",
+                "KW_TEST_MARKERS": str(self.markers),
+                "PYTHONUNBUFFERED": "1",
+                **extra,
+            }
+        )
         return env
 
     def start_worker(self, target: str, name: str, **extra_env: str) -> subprocess.Popen:
         log = (self.logs / f"{name}.log").open("wb")
         proc = subprocess.Popen(
             [sys.executable, str(HERE / "fake_worker.py"), target, name],
-            cwd=REPO, env=self.env(**extra_env), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            cwd=REPO,
+            env=self.env(**extra_env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
         self.procs[name] = proc
         return proc
 

@@ -88,7 +88,16 @@ def test_a_job_whose_evidence_is_refused_ends_without_a_retry() -> None:
             return httpx.Response(200, json=[])
         return httpx.Response(422, text="unknown snippet 'gone:1'")
 
-    record = {"snippet_id": "gone:1", "target": "sm_90a", "step": "compile", "status": "pass", "content_hash": "h", "toolchain": "nvcc 13.0.88"}
-    runtime = Runtime(["sm_90a"], "nvcc 13.0.88", client_answering(answer, []), lambda snippet, target, force: [dict(record)], "w1")
+    record = {
+        "snippet_id": "gone:1",
+        "target": "sm_90a",
+        "step": "compile",
+        "status": "pass",
+        "content_hash": "h",
+        "toolchain": "nvcc 13.0.88",
+    }
+    runtime = Runtime(
+        ["sm_90a"], "nvcc 13.0.88", client_answering(answer, []), lambda snippet, target, force: [dict(record)], "w1"
+    )
     job = {"snippet_id": "gone:1", "target": "sm_90a", "content_hash": "h", "snippet": {}, "force": True}
     assert runtime.handle(7, 0, job).startswith("refused gone:1@sm_90a: POST /api/evidence: HTTP 422")

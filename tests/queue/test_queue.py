@@ -83,5 +83,7 @@ def test_a_job_delivered_twice_is_recorded_once(fleet: Fleet, qwiki: Path) -> No
     # Posting the same records again (a delivery that raced the first) changes nothing either.
     import httpx
 
-    again = httpx.post(f"{fleet.url}/api/evidence", json=records, headers={"Authorization": f"Bearer {fleet.env()['KERNELWIKI_RUNNER_TOKEN']}"})
+    again = httpx.post(
+        f"{fleet.url}/api/evidence", json=records, headers={"Authorization": f"Bearer {fleet.env()['KERNELWIKI_RUNNER_TOKEN']}"}
+    )
     assert again.json()["inserted"] == 0 and again.json()["duplicates"] == 1

@@ -75,8 +75,10 @@ def test_an_edit_queues_its_snippet_once_per_target_and_replaces_older_content(f
     jobs = queued_jobs(fleet)
     waiting = [j for j in jobs if j["status"] == "todo"]
     assert sorted((j["args"]["snippet_id"], j["queue_name"]) for j in waiting) == [
-        ("edit:1", "sm_100a"), ("edit:1", "sm_90a"), ("edit:2", "sm_90a")
-    ]  # fmt: skip
+        ("edit:1", "sm_100a"),
+        ("edit:1", "sm_90a"),
+        ("edit:2", "sm_90a"),
+    ]
     from sqlalchemy import select
 
     from app.models import SnippetRow
@@ -137,9 +139,13 @@ def test_the_scheduler_process_queues_edits_on_its_cron(fleet: Fleet, qwiki: Pat
     env = fleet.env(KERNELWIKI_DB=fleet.settings.db, KERNELWIKI_SWEEP_CRON="* * * * * */1")
     log = (fleet.logs / "scheduler.log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "worker", "--scheduler"], cwd=REPO, env=env,
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        [sys.executable, "-m", "app.cli", "worker", "--scheduler"],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
     fleet.procs["scheduler"] = proc
     jobs = wait_for(lambda: queued_jobs(fleet), timeout=60, what="the sweep to queue the snippet")
     assert [(j["args"]["snippet_id"], j["queue_name"]) for j in jobs] == [("cron:1", "sm_100a")]
@@ -152,9 +158,13 @@ def test_jobs_shows_queued_running_stalled_and_failed_per_target(fleet: Fleet, q
     scheduler.enqueue()
     scheduler.app.close()
     done = subprocess.run(
-        [sys.executable, "-m", "app.cli", "jobs", "--json"], cwd=REPO, env=fleet.env(),
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [sys.executable, "-m", "app.cli", "jobs", "--json"],
+        cwd=REPO,
+        env=fleet.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     counts = json.loads(done.stdout)
     assert counts["sm_90a"] == {"queued": 2, "running": 0, "stalled": 0, "failed": 0, "succeeded": 0}

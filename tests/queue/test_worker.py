@@ -22,7 +22,11 @@ NVCC = Toolchain(nvcc="/usr/local/cuda/bin/nvcc", nvcc_version="13.0.88")
 @pytest.mark.parametrize(
     "target,gpus,reason",
     [
-        ("sm_90a", [B200], "sm_90a programs run on GPUs of compute capability 9.0; this machine has NVIDIA B200 (compute capability 10.0)"),
+        (
+            "sm_90a",
+            [B200],
+            "sm_90a programs run on GPUs of compute capability 9.0; this machine has NVIDIA B200 (compute capability 10.0)",
+        ),
         ("sm_100a", [H200], "compute capability 10.0; this machine has NVIDIA H200 (compute capability 9.0)"),
         ("sm_100f", [H200], "10.0 or a later minor version"),
         ("sm_9", [H200], "unknown target 'sm_9'"),
@@ -44,9 +48,13 @@ def test_a_matching_gpu_without_nvcc_is_refused_too() -> None:
 @pytest.mark.skipif(driver_present(), reason="this machine has an NVIDIA driver: the no-GPU refusal cannot be seen here")
 def test_the_command_refuses_on_a_machine_without_a_gpu() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "app.cli", "worker", "--target", "sm_90a"], cwd=REPO, capture_output=True, text=True,
-        timeout=60, env={**os.environ, "KERNELWIKI_QUEUE_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"},
-    )  # fmt: skip
+        [sys.executable, "-m", "app.cli", "worker", "--target", "sm_90a"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "KERNELWIKI_QUEUE_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"},
+    )
     assert done.returncode == 2
     assert "refusing to start: no NVIDIA driver is loaded" in done.stderr and "compute capability 9.0" in done.stderr
 
@@ -72,14 +80,20 @@ print(b"sekrit" in seen, s.runner_token.get_secret_value(), s.queue_database_url
 
 def test_credentials_leave_even_the_environment_the_kernel_shows() -> None:
     """/proc/PID/environ keeps what a process started with: the worker re-executes itself without them."""
-    env = {**os.environ, "KERNELWIKI_RUNNER_TOKEN": "sekrit", "KERNELWIKI_QUEUE_DATABASE_URL": "postgresql://u:sekrit@h/q", "PGPASSWORD": "sekrit"}
+    env = {
+        **os.environ,
+        "KERNELWIKI_RUNNER_TOKEN": "sekrit",
+        "KERNELWIKI_QUEUE_DATABASE_URL": "postgresql://u:sekrit@h/q",
+        "PGPASSWORD": "sekrit",
+    }
     done = subprocess.run([sys.executable, "-c", SHED], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "sekrit", "postgresql://u:sekrit@h/q", "False"]
 
 
 def test_the_worker_refuses_without_its_sandbox_and_passes_the_isolation_setting_down(
-    tmp_path, monkeypatch: pytest.MonkeyPatch  # noqa: ANN001
+    tmp_path,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
 ) -> None:
     from app.target_check import check_sandbox
     from app.verify_job import runner_verify

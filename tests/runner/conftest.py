@@ -28,7 +28,9 @@ def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _page_text(page_id: str, body: str, archs: str = "[sm90a]") -> str:
-    return f"---\nid: {page_id}\ntitle: Test page {page_id}\ntype: concept\narchitectures: {archs}\n---\n\n" + textwrap.dedent(body)
+    return f"---\nid: {page_id}\ntitle: Test page {page_id}\ntype: concept\narchitectures: {archs}\n---\n\n" + textwrap.dedent(
+        body
+    )
 
 
 @pytest.fixture()

@@ -163,7 +163,7 @@ def test_huge_output_is_capped_and_the_program_still_passes(toolchain: Toolchain
 def test_leftover_child_processes_are_killed(toolchain: Toolchain, shared_cache: Path, arch: str) -> None:
     body = (
         "```cuda run\n#include <unistd.h>\n"
-        "int main() { cudaFree(0); if (fork() == 0) { setsid(); sleep(600); return 0; } printf(\"parent done\\n\"); return 0; }\n```\n"
+        'int main() { cudaFree(0); if (fork() == 0) { setsid(); sleep(600); return 0; } printf("parent done\\n"); return 0; }\n```\n'
     )
     r = run(body, toolchain, arch, shared_cache)[(1, "run")]
     assert r.status == "pass", r.message

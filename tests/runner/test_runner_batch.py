@@ -43,7 +43,9 @@ COMPARED = ("status", "error_kind", "error_line", "resources", "checks", "warnin
 def records(toolchain: Toolchain, cache: Path, compile_only: bool) -> dict[tuple[int, str, str], EvidenceRecord]:
     snippets, problems = extract_snippets("t", "t.md", PROGRAM, 1, ["sm90a", "sm100a"])
     assert [p for p in problems if p.severity == "error"] == []
-    report = verify(".", snippets=snippets, toolchain=toolchain, cache_dir=cache, gpus=[], use_cache=False, compile_only=compile_only)
+    report = verify(
+        ".", snippets=snippets, toolchain=toolchain, cache_dir=cache, gpus=[], use_cache=False, compile_only=compile_only
+    )
     return {(int(r.snippet_id.split(":")[1]), r.target, r.step): r for r in report.records if r.step != "run"}
 
 

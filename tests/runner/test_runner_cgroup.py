@@ -65,12 +65,15 @@ def _self(tmp_path: Path, text: str) -> Path:
 
 def test_cgroup2_mount_is_found_on_unified_and_hybrid_hosts_and_missing_on_v1_only(tmp_path: Path) -> None:
     info = tmp_path / "mountinfo"
-    info.write_text("24 30 0:22 / /sys rw - sysfs sysfs rw\n"
-                    "31 24 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n")  # fmt: skip
+    info.write_text(
+        "24 30 0:22 / /sys rw - sysfs sysfs rw\n31 24 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
+    )
     assert cgroup2_mount(info) == (Path("/sys/fs/cgroup"), "/")
-    info.write_text("31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755\n"
-                    "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
-                    "41 31 0:38 /kube/pod\\0401 /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n")  # fmt: skip
+    info.write_text(
+        "31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755\n"
+        "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
+        "41 31 0:38 /kube/pod\\0401 /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n"
+    )
     assert cgroup2_mount(info) == (Path("/sys/fs/cgroup/unified"), "/kube/pod 1")
     info.write_text("35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n")
     assert cgroup2_mount(info) is None
@@ -122,10 +125,18 @@ def test_a_mount_of_part_of_the_hierarchy_maps_the_runners_cgroup_below_it(tmp_p
         ("0::/job\n", {"": ("memory pids", "memory"), "job": ("memory", "")}, "offers no pids controller"),
         ("0::/\n", {"": ("memory pids", "")}, "top of the visible hierarchy and holds processes"),
     ],
-    ids=["cgroup-v1-only", "other-namespace", "own-folder-missing", "hugetlb-only-like-this-cpu-machine",
-         "no-pids-delegated", "namespace-root-with-processes"],  # fmt: skip
+    ids=[
+        "cgroup-v1-only",
+        "other-namespace",
+        "own-folder-missing",
+        "hugetlb-only-like-this-cpu-machine",
+        "no-pids-delegated",
+        "namespace-root-with-processes",
+    ],
 )
-def test_each_reason_to_fall_back_is_named(tmp_path: Path, self_text: str, layout: dict[str, tuple[str, str]], reason: str) -> None:
+def test_each_reason_to_fall_back_is_named(
+    tmp_path: Path, self_text: str, layout: dict[str, tuple[str, str]], reason: str
+) -> None:
     root = tmp_path / "cg"
     root.mkdir()
     for folder, (controllers, subtree) in layout.items():
@@ -163,7 +174,9 @@ def test_a_command_cgroup_gets_memory_swap_oom_group_and_pids_limits(tmp_path: P
     parent = _cgroup(tmp_path / "cg", ALL, "memory pids")
     group = RunCgroup.create(parent, 8 * GiB, 512)
     assert group.path.parent == parent and group.path.name.startswith(f"{RUN_PREFIX}{os.getpid()}-")
-    written = {name: (group.path / name).read_text() for name in ("memory.max", "memory.swap.max", "memory.oom.group", "pids.max")}
+    written = {
+        name: (group.path / name).read_text() for name in ("memory.max", "memory.swap.max", "memory.oom.group", "pids.max")
+    }
     assert written == {"memory.max": str(8 * GiB), "memory.swap.max": "0", "memory.oom.group": "1", "pids.max": "512"}
     assert group.usage().no_swap
     second = RunCgroup.create(parent, GiB, 8)
@@ -229,9 +242,13 @@ def test_the_cgroup_counters_name_the_limit_exactly() -> None:
 def test_the_limits_in_force_are_described_for_the_evidence() -> None:
     limits = Limits(file_size_bytes=256 << 20, address_space_bytes=None, data_bytes=8 * GiB)
     usage = CgroupUsage("/cg/x", 8 * GiB, 512)
-    assert describe_limits(limits, usage) == ("cgroup v2 memory.max 8 GiB (no swap), pids.max 512; RLIMIT_DATA 8 GiB, "
-                                              "RLIMIT_NPROC 512, RLIMIT_NOFILE 4096, RLIMIT_FSIZE 256 MiB")  # fmt: skip
-    assert describe_limits(limits, CgroupUsage("/cg/x", GiB, 64, no_swap=False)).startswith("cgroup v2 memory.max 1 GiB, pids.max 64; ")
+    assert describe_limits(limits, usage) == (
+        "cgroup v2 memory.max 8 GiB (no swap), pids.max 512; RLIMIT_DATA 8 GiB, "
+        "RLIMIT_NPROC 512, RLIMIT_NOFILE 4096, RLIMIT_FSIZE 256 MiB"
+    )
+    assert describe_limits(limits, CgroupUsage("/cg/x", GiB, 64, no_swap=False)).startswith(
+        "cgroup v2 memory.max 1 GiB, pids.max 64; "
+    )
     assert describe_limits(limits, None, "cgroup v2 at /x offers no memory controller").endswith(
         "RLIMIT_FSIZE 256 MiB; cgroup v2 not used: cgroup v2 at /x offers no memory controller"
     )
@@ -292,10 +309,16 @@ def test_required_cgroup_limits_run_nothing_where_there_are_none(tmp_path: Path)
     root = _cgroup(tmp_path / "cgroot", "hugetlb", "")
     settings = RunnerSettings(cgroup="require", cgroup_root=str(root))
     res = run_process(["sh", "-c", "touch ran"], tmp_path, 20, isolation=ISOLATION_NONE, settings=settings)
-    assert res.error is not None and res.error.startswith("not run: cgroup v2 limits are required (KERNELWIKI_CGROUP=require) but ")
+    assert res.error is not None and res.error.startswith(
+        "not run: cgroup v2 limits are required (KERNELWIKI_CGROUP=require) but "
+    )
     assert not (tmp_path / "ran").exists()
     off = run_process(["true"], tmp_path, 20, isolation=ISOLATION_NONE, settings=RunnerSettings(cgroup="off"))
-    assert off.exit_code == 0 and off.cgroup is None and off.limits_in_force.endswith("; cgroup v2 not used: off (KERNELWIKI_CGROUP=off)")
+    assert (
+        off.exit_code == 0
+        and off.cgroup is None
+        and off.limits_in_force.endswith("; cgroup v2 not used: off (KERNELWIKI_CGROUP=off)")
+    )
 
 
 @pytest.mark.parametrize("required", [True, False])
@@ -303,8 +326,23 @@ def test_a_command_that_cannot_join_its_cgroup_runs_only_when_the_cgroup_is_not_
     """/dev/full as cgroup.procs: the write fails (ENOSPC) as a refused migration would."""
     status_r, status_w = os.pipe()
     full = os.open("/dev/full", os.O_WRONLY)
-    argv = [sys.executable, "-I", "-S", str(LAUNCHER), "--status-fd", str(status_w), "--timeout", "20",
-            "--cgroup-fd", str(full), "--cgroup-required", "1" if required else "0", "--", "touch", "ran"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-I",
+        "-S",
+        str(LAUNCHER),
+        "--status-fd",
+        str(status_w),
+        "--timeout",
+        "20",
+        "--cgroup-fd",
+        str(full),
+        "--cgroup-required",
+        "1" if required else "0",
+        "--",
+        "touch",
+        "ran",
+    ]
     done = subprocess.run(argv, cwd=tmp_path, pass_fds=(status_w, full), capture_output=True, text=True, timeout=60)
     os.close(status_w)
     os.close(full)
@@ -337,6 +375,9 @@ def test_a_run_record_names_the_limits_that_held_it(tmp_path: Path) -> None:
         pytest.skip("KERNELWIKI_CGROUP=off in this environment")
     parent, problem = cgroup_parent(runner_settings().cgroup_root)
     if parent is None:
-        assert limits == f"RLIMIT_DATA 8 GiB, RLIMIT_NPROC 512, RLIMIT_NOFILE 4096, RLIMIT_FSIZE 256 MiB; cgroup v2 not used: {problem}"
+        assert (
+            limits
+            == f"RLIMIT_DATA 8 GiB, RLIMIT_NPROC 512, RLIMIT_NOFILE 4096, RLIMIT_FSIZE 256 MiB; cgroup v2 not used: {problem}"
+        )
     else:
         assert limits.startswith("cgroup v2 memory.max 8 GiB") and "RLIMIT_DATA 8 GiB" in limits

@@ -16,7 +16,9 @@ from runner.verify import verify
 from snippets import extract_snippets
 
 
-def check(body: str, toolchain: Toolchain, cache: Path, archs: tuple[str, ...] = ("sm90a",), **kwargs: object) -> dict[tuple[int, str, str], EvidenceRecord]:
+def check(
+    body: str, toolchain: Toolchain, cache: Path, archs: tuple[str, ...] = ("sm90a",), **kwargs: object
+) -> dict[tuple[int, str, str], EvidenceRecord]:
     """Verify the blocks of a page body; records by (block number, target, step)."""
     snippets, problems = extract_snippets("t", "t.md", body, 1, list(archs))
     assert [p for p in problems if p.severity == "error"] == []
@@ -84,9 +86,9 @@ def test_static_forceinline_helper_with_invalid_ptx_fails(toolchain: Toolchain, 
 @pytest.mark.parametrize(
     "code",
     [
-        "struct Helper {\n  __device__ void poke(unsigned* p) const {\n    asm volatile(\"bogus.member.b32 [%0];\" :: \"l\"(p));\n  }\n};",
-        "namespace {\n__device__ inline void poke(unsigned* p) {\n  asm volatile(\"bogus.anon.b32 [%0];\" :: \"l\"(p));\n}\n}",
-        "static __global__ void\nunlaunched(unsigned* p) {\n  asm volatile(\"bogus.kernel.b32 [%0];\" :: \"l\"(p));\n}",
+        'struct Helper {\n  __device__ void poke(unsigned* p) const {\n    asm volatile("bogus.member.b32 [%0];" :: "l"(p));\n  }\n};',
+        'namespace {\n__device__ inline void poke(unsigned* p) {\n  asm volatile("bogus.anon.b32 [%0];" :: "l"(p));\n}\n}',
+        'static __global__ void\nunlaunched(unsigned* p) {\n  asm volatile("bogus.kernel.b32 [%0];" :: "l"(p));\n}',
     ],
     ids=["member-function", "anonymous-namespace-inline", "static-kernel"],
 )
@@ -196,7 +198,7 @@ def test_ptx_module_is_assembled_and_a_fragment_is_not_verifiable(toolchain: Too
 def test_python_and_host_cpp_blocks(toolchain: Toolchain, shared_cache: Path) -> None:
     body = (
         "```python\nimport math\nprint(math.pi)\n```\n\n```python\ndef f(:\n    pass\n```\n\n"
-        "```cpp\nint host_only(int x) { return x + 1; }\n```\n\n```c++\nint broken() { return \"x\"; }\n```\n"
+        '```cpp\nint host_only(int x) { return x + 1; }\n```\n\n```c++\nint broken() { return "x"; }\n```\n'
     )
     records = check(body, toolchain, shared_cache)
     assert records[(1, "sm_90a", "compile")].status == "pass"
@@ -231,7 +233,11 @@ def test_program_without_a_matching_gpu_is_built_and_skipped(toolchain: Toolchai
 
 
 def test_sass_checks_pass_fail_or_are_skipped_never_passed_without_the_tool(toolchain: Toolchain, shared_cache: Path) -> None:
-    body = VALID.replace("```cuda", '```cuda sass="FMUL" no_sass="HGMMA"', 1) + "\n" + VALID.replace("```cuda", '```cuda sass="UTMALDG"', 1)
+    body = (
+        VALID.replace("```cuda", '```cuda sass="FMUL" no_sass="HGMMA"', 1)
+        + "\n"
+        + VALID.replace("```cuda", '```cuda sass="UTMALDG"', 1)
+    )
     records = check(body, toolchain, shared_cache)
     good, bad = records[(1, "sm_90a", "sass")], records[(2, "sm_90a", "sass")]
     if toolchain.sass_tool is None:
@@ -243,7 +249,11 @@ def test_sass_checks_pass_fail_or_are_skipped_never_passed_without_the_tool(tool
 
 
 def test_ptx_checks_apply_to_the_generated_ptx(toolchain: Toolchain, shared_cache: Path) -> None:
-    body = VALID.replace("```cuda", '```cuda ptx="mul\\.f32" no_ptx="ld\\.local"', 1) + "\n" + VALID.replace("```cuda", '```cuda ptx="wgmma"', 1)
+    body = (
+        VALID.replace("```cuda", '```cuda ptx="mul\\.f32" no_ptx="ld\\.local"', 1)
+        + "\n"
+        + VALID.replace("```cuda", '```cuda ptx="wgmma"', 1)
+    )
     records = check(body, toolchain, shared_cache)
     assert records[(1, "sm_90a", "compile")].status == "pass"
     failed = records[(2, "sm_90a", "compile")]

@@ -43,7 +43,10 @@ def test_frontend_gcc_link_and_python_errors() -> None:
     assert (d.kind, d.segment, d.segment_line) == (dx.MISSING_HEADER, "chain-1", 7)
     d = dx.diagnose_build("snippet:4:12: error: invalid conversion from 'const char*' to 'int'\n", "cpp")
     assert (d.kind, d.segment_line) == (dx.HOST_COMPILE_ERROR, 4)
-    d = dx.diagnose_build("/usr/bin/ld: x.o: in function `main':\nx.cpp:(.text+0x5): undefined reference to `nothere()'\ncollect2: error: ld returned 1 exit status\n", "cuda")
+    d = dx.diagnose_build(
+        "/usr/bin/ld: x.o: in function `main':\nx.cpp:(.text+0x5): undefined reference to `nothere()'\ncollect2: error: ld returned 1 exit status\n",
+        "cuda",
+    )
     assert d.kind == dx.LINK_ERROR and "nothere" in d.message
     d = dx.diagnose_build("nvlink error   : Undefined reference to '_Z3foov' in 'snippet.o'\n", "cuda")
     assert d.kind == dx.LINK_ERROR

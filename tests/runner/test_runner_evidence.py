@@ -16,24 +16,50 @@ from snippets import extract_snippets
 
 def record(**overrides: object) -> EvidenceRecord:
     base: dict[str, object] = dict(
-        page_id="p", snippet_id="p:1", path="p.md", line=10, lang="cuda", target="sm_90a", step="compile",
-        status="pass", message="", content_hash="abc", toolchain="nvcc 13.0.88", timestamp="2026-01-01T00:00:00Z",
-        host="h", isolation="none",
-    )  # fmt: skip
+        page_id="p",
+        snippet_id="p:1",
+        path="p.md",
+        line=10,
+        lang="cuda",
+        target="sm_90a",
+        step="compile",
+        status="pass",
+        message="",
+        content_hash="abc",
+        toolchain="nvcc 13.0.88",
+        timestamp="2026-01-01T00:00:00Z",
+        host="h",
+        isolation="none",
+    )
     base.update(overrides)
     return EvidenceRecord(**base)  # type: ignore[arg-type]
 
 
 def test_record_id_is_deterministic_and_covers_the_identifying_fields() -> None:
     a, b = record(), record(status="fail", output="different")
-    assert a.record_id == b.record_id == compute_record_id("p:1", "sm_90a", "compile", "abc", "nvcc 13.0.88", "2026-01-01T00:00:00Z")
-    assert len({a.record_id, record(target="sm_100a").record_id, record(step="run").record_id,
-                record(content_hash="def").record_id, record(timestamp="2026-01-02T00:00:00Z").record_id,
-                record(toolchain="nvcc 13.1").record_id}) == 6  # fmt: skip
+    assert (
+        a.record_id == b.record_id == compute_record_id("p:1", "sm_90a", "compile", "abc", "nvcc 13.0.88", "2026-01-01T00:00:00Z")
+    )
+    assert (
+        len(
+            {
+                a.record_id,
+                record(target="sm_100a").record_id,
+                record(step="run").record_id,
+                record(content_hash="def").record_id,
+                record(timestamp="2026-01-02T00:00:00Z").record_id,
+                record(toolchain="nvcc 13.1").record_id,
+            }
+        )
+        == 6
+    )
 
 
 def test_jsonl_round_trip_is_lossless_and_idempotent(tmp_path: Path) -> None:
-    records = [record(), record(step="run", status="fail", exit_code=1, resources={"registers": 32}, checks=[{"kind": "output", "ok": False}])]
+    records = [
+        record(),
+        record(step="run", status="fail", exit_code=1, resources={"registers": 32}, checks=[{"kind": "output", "ok": False}]),
+    ]
     path = tmp_path / "evidence" / "run.jsonl"
     assert write_jsonl(path, records) == 2
     again = read_jsonl(path)
@@ -72,7 +98,9 @@ def test_cached_outcome_maps_to_the_blocks_current_line() -> None:
     (_, user), _ = extract_snippets("p", "p.md", body, 1, ["sm90a"])
     (_, moved), _ = extract_snippets("p", "p.md", "new\n\nparagraph\n\n" + body, 1, ["sm90a"])
     assert user.content_hash == moved.content_hash
-    outcome = StepOutcome(step="compile", status="fail", kind="undefined identifier", detail="x", segment="chain-1", segment_line=2)
+    outcome = StepOutcome(
+        step="compile", status="fail", kind="undefined identifier", detail="x", segment="chain-1", segment_line=2
+    )
     assert to_record(user, "sm_90a", outcome, "nvcc").error_line == 3
     assert to_record(moved, "sm_90a", outcome, "nvcc").error_line == 7
     own = StepOutcome(step="compile", status="fail", kind="k", detail="y", segment="snippet", segment_line=1)
@@ -82,11 +110,15 @@ def test_cached_outcome_maps_to_the_blocks_current_line() -> None:
 
 def test_summary_counts_the_worst_step_per_snippet_and_target() -> None:
     records = [
-        record(snippet_id="p:1"), record(snippet_id="p:1", step="run", status="skipped"),
-        record(snippet_id="p:2"), record(snippet_id="p:3", status="xfail"),
-        record(snippet_id="p:4", status="unverified"), record(snippet_id="p:5", status="timeout", step="run"),
-        record(snippet_id="p:5"), record(snippet_id="p:2", target="sm_100a", status="fail"),
-    ]  # fmt: skip
+        record(snippet_id="p:1"),
+        record(snippet_id="p:1", step="run", status="skipped"),
+        record(snippet_id="p:2"),
+        record(snippet_id="p:3", status="xfail"),
+        record(snippet_id="p:4", status="unverified"),
+        record(snippet_id="p:5", status="timeout", step="run"),
+        record(snippet_id="p:5"),
+        record(snippet_id="p:2", target="sm_100a", status="fail"),
+    ]
     summary, totals = summarize(records)
     assert summary["p"]["sm_90a"] == {"passed": 1, "failed": 1, "errors": 0, "skipped": 1, "unverified": 1, "xfail": 1}
     assert summary["p"]["sm_100a"]["failed"] == 1

@@ -81,7 +81,9 @@ def test_timeout_kills_the_process_group_and_leaves_no_processes(tmp_path: Path,
 
 def test_processes_left_behind_after_a_normal_exit_are_killed(tmp_path: Path, isolation: str) -> None:
     marker = f"{uuid.uuid4().int % 10**6 + 1000}.5"
-    res = run_process(["sh", "-c", f"(setsid sleep {marker} > /dev/null 2>&1 &); echo started"], tmp_path, 20, isolation=isolation)
+    res = run_process(
+        ["sh", "-c", f"(setsid sleep {marker} > /dev/null 2>&1 &); echo started"], tmp_path, 20, isolation=isolation
+    )
     assert res.exit_code == 0 and not res.timed_out
     assert res.stdout.text == "started\n"
     assert res.leftovers == 1
@@ -125,10 +127,16 @@ def test_small_output_is_kept_whole() -> None:
 
 def test_environment_is_an_allow_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     secrets = {
-        "KERNELWIKI_RUNNER_TOKEN": "t0k3n-a", "DATABASE_URL": "postgresql://u:p4ss-b@h/db", "GITHUB_PAT": "ghp_c",
-        "AWS_SESSION_KEY": "s3cr3t-d", "DB_PASS": "pw-e", "OPENAI_KEY": "sk-f", "SENTRY_DSN": "https://g@sentry",
-        "PGPASS": "pw-h", "CUDA_API_KEY": "nv-i",  # allow-listed prefix, credential-like name: still dropped
-    }  # fmt: skip
+        "KERNELWIKI_RUNNER_TOKEN": "t0k3n-a",
+        "DATABASE_URL": "postgresql://u:p4ss-b@h/db",
+        "GITHUB_PAT": "ghp_c",
+        "AWS_SESSION_KEY": "s3cr3t-d",
+        "DB_PASS": "pw-e",
+        "OPENAI_KEY": "sk-f",
+        "SENTRY_DSN": "https://g@sentry",
+        "PGPASS": "pw-h",
+        "CUDA_API_KEY": "nv-i",  # allow-listed prefix, credential-like name: still dropped
+    }
     for k, v in secrets.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("KW_HARMLESS", "kept-only-when-named")
@@ -217,7 +225,12 @@ def test_bwrap_keeps_writes_inside_the_snippet_folder(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     outside = tmp_path / "outside.txt"
-    res = run_process(["sh", "-c", f"echo in > inside.txt; echo out > {outside}; echo x > /var/tmp/kw-escape-{os.getpid()}"], work, 20, isolation=ISOLATION_BWRAP)
+    res = run_process(
+        ["sh", "-c", f"echo in > inside.txt; echo out > {outside}; echo x > /var/tmp/kw-escape-{os.getpid()}"],
+        work,
+        20,
+        isolation=ISOLATION_BWRAP,
+    )
     assert res.isolation == ISOLATION_BWRAP
     assert (work / "inside.txt").read_text() == "in\n"
     assert not outside.exists()

@@ -83,17 +83,32 @@ def test_only_declared_targets_count() -> None:
 
 
 def test_targets_that_could_not_run_anywhere_say_why() -> None:
-    s = summarize_snippet("run", ["sm_89", "sm_100a"], {
-        "sm_89": {"compile": StepFact("pass"), "run": StepFact("skipped", "not run: no sm_89 device here")},
-        "sm_100a": NO_SM100,
-    }, False)  # fmt: skip
+    s = summarize_snippet(
+        "run",
+        ["sm_89", "sm_100a"],
+        {
+            "sm_89": {"compile": StepFact("pass"), "run": StepFact("skipped", "not run: no sm_89 device here")},
+            "sm_100a": NO_SM100,
+        },
+        False,
+    )
     assert (s.status, s.text) == ("skipped", "compiled for sm_89, sm_100a, no SM89 or SM100 GPU")
 
 
 def test_failures_and_stale_records_win_over_passes_elsewhere() -> None:
-    failed = summarize_snippet("run", ["sm_90a", "sm_100a"], {"sm_90a": {"compile": StepFact("pass"), "run": StepFact("fail", "3 mismatches")}, "sm_100a": NO_SM100}, False)
+    failed = summarize_snippet(
+        "run",
+        ["sm_90a", "sm_100a"],
+        {"sm_90a": {"compile": StepFact("pass"), "run": StepFact("fail", "3 mismatches")}, "sm_100a": NO_SM100},
+        False,
+    )
     assert failed.status == "fail" and "run failed on sm_90a" in failed.text
-    stale = summarize_snippet("compile", ["sm_90a", "sm_100a"], {"sm_90a": {"compile": StepFact("stale")}, "sm_100a": {"compile": StepFact("pass")}}, False)
+    stale = summarize_snippet(
+        "compile",
+        ["sm_90a", "sm_100a"],
+        {"sm_90a": {"compile": StepFact("stale")}, "sm_100a": {"compile": StepFact("pass")}},
+        False,
+    )
     assert stale.status == "stale"
 
 
@@ -110,9 +125,9 @@ def test_ptxas_warnings_that_an_instruction_was_ignored_are_kept() -> None:
     assert meaning_warnings(C7504) == [
         "ptxas (C7504) Potential Performance Loss: 'setmaxnreg' ignored to maintain compatibility across compilation units."
     ]
-    assert meaning_warnings("ptxas warning : (C7510) Potential Performance Loss: wgmma.mma_async instructions are serialized", "b") == [
-        "ptxas (C7510) Potential Performance Loss: wgmma.mma_async instructions are serialized [b]"
-    ]
+    assert meaning_warnings(
+        "ptxas warning : (C7510) Potential Performance Loss: wgmma.mma_async instructions are serialized", "b"
+    ) == ["ptxas (C7510) Potential Performance Loss: wgmma.mma_async instructions are serialized [b]"]
     assert meaning_warnings("ptxas info    : Used 32 registers\n") == []
     assert record_warnings("compile", "cuda", C7504)[0].endswith(f"[{RDC_BUILD}]")
     assert record_warnings("run", "cuda", C7504) == []

@@ -20,7 +20,10 @@ def _exe(path: Path, text: str = "#!/bin/sh\nexit 0\n") -> Path:
 
 
 def test_nvcc_from_environment_and_its_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = _exe(tmp_path / "cuda" / "bin" / "nvcc", "#!/bin/sh\necho 'Cuda compilation tools, release 12.8, V12.8.93'\necho 'Build cuda_12.8.r12.8/compiler.35583870_0'\n")
+    fake = _exe(
+        tmp_path / "cuda" / "bin" / "nvcc",
+        "#!/bin/sh\necho 'Cuda compilation tools, release 12.8, V12.8.93'\necho 'Build cuda_12.8.r12.8/compiler.35583870_0'\n",
+    )
     _exe(tmp_path / "cuda" / "bin" / "ptxas")
     monkeypatch.setenv("KERNELWIKI_NVCC", str(fake))
     tc = tcmod.discover_toolchain()
@@ -58,9 +61,18 @@ def test_the_tools_named_in_the_settings_win(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("KERNELWIKI_NVCC", str(tmp_path / "not-this-one"))
     tc = tcmod.discover_toolchain(settings=RunnerSettings(nvcc=str(fake), ptxas=str(ptxas)))
     assert (tc.nvcc, tc.ptxas) == (str(fake), str(ptxas))
-    env = {"KERNELWIKI_NVCC": " /opt/cuda/bin/nvcc ", "KERNELWIKI_CUOBJDUMP": "/x/cuobjdump", "KERNELWIKI_NVDISASM": "/x/nvdisasm"}
+    env = {
+        "KERNELWIKI_NVCC": " /opt/cuda/bin/nvcc ",
+        "KERNELWIKI_CUOBJDUMP": "/x/cuobjdump",
+        "KERNELWIKI_NVDISASM": "/x/nvdisasm",
+    }
     settings = RunnerSettings.from_env(env)
-    assert (settings.nvcc, settings.ptxas, settings.cuobjdump, settings.nvdisasm) == ("/opt/cuda/bin/nvcc", None, "/x/cuobjdump", "/x/nvdisasm")
+    assert (settings.nvcc, settings.ptxas, settings.cuobjdump, settings.nvdisasm) == (
+        "/opt/cuda/bin/nvcc",
+        None,
+        "/x/cuobjdump",
+        "/x/nvdisasm",
+    )
 
 
 def test_sass_tool_needs_both_cuobjdump_and_nvdisasm() -> None:

@@ -23,17 +23,19 @@ __global__ void scale(float* out, const float* in, int n) {
 ```
 """
 
-BROKEN = '```cuda\n__global__ void k(int* p) { p[0] = not_declared; }\n```\n'
+BROKEN = "```cuda\n__global__ void k(int* p) { p[0] = not_declared; }\n```\n"
 
 SKETCH_AND_PYTHON = "```cuda sketch\nfor each tile: load, mma, store\n```\n\n```python\nprint(sum(range(10)))\n```\n"
 
 
 def test_cold_then_warm_verify_reuses_every_result(make_wiki, page_text, toolchain: Toolchain, shared_cache: Path) -> None:  # noqa: ANN001
-    wiki = make_wiki({
-        "a/kernel.md": page_text("t-kernel", KERNEL + "\n" + SKETCH_AND_PYTHON),
-        "b/broken.md": page_text("t-broken", BROKEN),
-        "c/bad-front-matter.md": "---\nid: Not Valid\n---\nbody\n",
-    })  # fmt: skip
+    wiki = make_wiki(
+        {
+            "a/kernel.md": page_text("t-kernel", KERNEL + "\n" + SKETCH_AND_PYTHON),
+            "b/broken.md": page_text("t-broken", BROKEN),
+            "c/bad-front-matter.md": "---\nid: Not Valid\n---\nbody\n",
+        }
+    )
     seen: list[tuple[int, int, str, str, str]] = []
     cold = verify(wiki, jobs=2, cache_dir=shared_cache, toolchain=toolchain, gpus=[], progress=lambda *a: seen.append(a))
     statuses = {(r.snippet_id, r.step): r.status for r in cold.records}
@@ -46,7 +48,14 @@ def test_cold_then_warm_verify_reuses_every_result(make_wiki, page_text, toolcha
     assert cold.exit_code == 1
     assert any(p.path == "c/bad-front-matter.md" and p.severity == "error" for p in cold.problems)
     assert [s[:2] for s in sorted(seen)] == [(i, 4) for i in range(1, 5)]
-    assert cold.summary["t-kernel"]["sm_90a"] == {"passed": 2, "failed": 0, "errors": 0, "skipped": 0, "unverified": 1, "xfail": 0}
+    assert cold.summary["t-kernel"]["sm_90a"] == {
+        "passed": 2,
+        "failed": 0,
+        "errors": 0,
+        "skipped": 0,
+        "unverified": 1,
+        "xfail": 0,
+    }
     broken = next(r for r in cold.records if r.snippet_id == "t-broken:1")
     assert broken.path == "b/broken.md" and broken.line == 8 and broken.error_line == 9
 
@@ -57,10 +66,12 @@ def test_cold_then_warm_verify_reuses_every_result(make_wiki, page_text, toolcha
 
 
 def test_page_and_target_filters(make_wiki, page_text, toolchain: Toolchain, shared_cache: Path) -> None:  # noqa: ANN001
-    wiki = make_wiki({
-        "k.md": page_text("t-two-targets", KERNEL, archs="[sm90a, sm100a]"),
-        "o.md": page_text("t-other", SKETCH_AND_PYTHON),
-    })  # fmt: skip
+    wiki = make_wiki(
+        {
+            "k.md": page_text("t-two-targets", KERNEL, archs="[sm90a, sm100a]"),
+            "o.md": page_text("t-other", SKETCH_AND_PYTHON),
+        }
+    )
     report = verify(wiki, pages=["t-two-targets"], targets=["sm90a"], cache_dir=shared_cache, toolchain=toolchain, gpus=[])
     assert {(r.snippet_id, r.target) for r in report.records} == {("t-two-targets:1", "sm_90a")}
     missing = verify(wiki, pages=["no-such-page"], cache_dir=shared_cache, toolchain=toolchain, gpus=[])
@@ -77,7 +88,9 @@ def test_no_cache_forces_a_rebuild(make_wiki, page_text, toolchain: Toolchain, s
     assert forced.records[0].status == first.records[0].status == "pass"
 
 
-def test_invalid_block_is_an_error_record_and_fails_the_run(make_wiki, page_text, toolchain: Toolchain, shared_cache: Path) -> None:  # noqa: ANN001
+def test_invalid_block_is_an_error_record_and_fails_the_run(
+    make_wiki, page_text, toolchain: Toolchain, shared_cache: Path
+) -> None:  # noqa: ANN001
     wiki = make_wiki({"p.md": page_text("t-invalid", "```cuda runn\n__global__ void k() {}\n```\n")})
     report = verify(wiki, cache_dir=shared_cache, toolchain=toolchain, gpus=[])
     (record,) = report.records
@@ -88,7 +101,9 @@ def test_invalid_block_is_an_error_record_and_fails_the_run(make_wiki, page_text
     assert again.records[0].record_id == record.record_id  # re-importing adds nothing
 
 
-def test_compile_only_builds_programs_but_does_not_run_them(make_wiki, page_text, toolchain: Toolchain, shared_cache: Path) -> None:  # noqa: ANN001
+def test_compile_only_builds_programs_but_does_not_run_them(
+    make_wiki, page_text, toolchain: Toolchain, shared_cache: Path
+) -> None:  # noqa: ANN001
     program = "```cpp\nint main() { return 0; }\n```\n"
     wiki = make_wiki({"p.md": page_text("t-compile-only", program)})
     report = verify(wiki, cache_dir=shared_cache, toolchain=toolchain, compile_only=True)
@@ -98,17 +113,47 @@ def test_compile_only_builds_programs_but_does_not_run_them(make_wiki, page_text
     assert report.exit_code == 0
 
 
-def test_cli_writes_evidence_jsonl_and_exits_1_on_failure(make_wiki, page_text, toolchain: Toolchain, shared_cache: Path, tmp_path: Path, repo_root: Path) -> None:  # noqa: ANN001
+def test_cli_writes_evidence_jsonl_and_exits_1_on_failure(
+    make_wiki, page_text, toolchain: Toolchain, shared_cache: Path, tmp_path: Path, repo_root: Path
+) -> None:  # noqa: ANN001
     wiki = make_wiki({"k.md": page_text("t-cli", KERNEL + "\n" + BROKEN)})
     report_path = tmp_path / "evidence" / "cli.jsonl"
-    cmd = [sys.executable, "-m", "runner", "verify", "--wiki", str(wiki), "--report", str(report_path),
-           "--cache-dir", str(shared_cache), "--jobs", "2", "--target", "sm_90a"]  # fmt: skip
-    done = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=600, env=os.environ | {"PYTHONPATH": os.pathsep.join([str(repo_root), os.environ.get("PYTHONPATH", "")])})
+    cmd = [
+        sys.executable,
+        "-m",
+        "runner",
+        "verify",
+        "--wiki",
+        str(wiki),
+        "--report",
+        str(report_path),
+        "--cache-dir",
+        str(shared_cache),
+        "--jobs",
+        "2",
+        "--target",
+        "sm_90a",
+    ]
+    done = subprocess.run(
+        cmd,
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=os.environ | {"PYTHONPATH": os.pathsep.join([str(repo_root), os.environ.get("PYTHONPATH", "")])},
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     records = read_jsonl(report_path)
     assert [(r.snippet_id, r.status) for r in records] == [("t-cli:1", "pass"), ("t-cli:2", "fail")]
     assert "t-cli" in done.stdout and "FAIL t-cli:2 sm_90a compile" in done.stdout
-    js = subprocess.run(cmd[:-4] + ["--json"], cwd=repo_root, capture_output=True, text=True, timeout=600, env=os.environ | {"PYTHONPATH": os.pathsep.join([str(repo_root), os.environ.get("PYTHONPATH", "")])})
+    js = subprocess.run(
+        cmd[:-4] + ["--json"],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=os.environ | {"PYTHONPATH": os.pathsep.join([str(repo_root), os.environ.get("PYTHONPATH", "")])},
+    )
     data = json.loads(js.stdout)
     assert data["exit_code"] == 1 and data["builds"] == 0 and data["totals"]["failed"] == 1
 

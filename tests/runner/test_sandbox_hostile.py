@@ -108,8 +108,10 @@ def test_writing_outside_the_snippet_folder_reaches_nothing_on_the_host(tmp_path
     work.mkdir()
     host_file = tmp_path / "host-secret.txt"
     host_file.write_text("kw10-host-file-secret\n")
-    script = (f"echo pwned > /tmp/kw_runner_escape; echo pwned > {host_file}; echo pwned > {ROOT}/kw_escape; "
-              f"cat {host_file} /etc/hostname /etc/shadow {ROOT}/README.md 2>&1; echo LISTING; ls -A {ROOT} 2>/dev/null; true")  # fmt: skip
+    script = (
+        f"echo pwned > /tmp/kw_runner_escape; echo pwned > {host_file}; echo pwned > {ROOT}/kw_escape; "
+        f"cat {host_file} /etc/hostname /etc/shadow {ROOT}/README.md 2>&1; echo LISTING; ls -A {ROOT} 2>/dev/null; true"
+    )
     res = _bwrap(["sh", "-c", script], work)
     assert not escape.exists()
     assert host_file.read_text() == "kw10-host-file-secret\n"
@@ -122,7 +124,10 @@ def test_writing_outside_the_snippet_folder_reaches_nothing_on_the_host(tmp_path
 
 
 def test_including_a_host_file_fails_as_outside_the_sandbox_and_publishes_none_of_it(
-    tmp_path: Path, toolchain: Toolchain, make_wiki, page_text  # noqa: ANN001
+    tmp_path: Path,
+    toolchain: Toolchain,
+    make_wiki,
+    page_text,  # noqa: ANN001
 ) -> None:
     secret = tmp_path / "host-key.h"
     secret.write_text("kw10_host_key_contents_0123456789 = 1;\n")
@@ -192,8 +197,7 @@ def test_secrets_stay_out_of_the_evidence_of_a_program_that_dumps_every_environm
         "    try: print(pid, open(f'/proc/{pid}/environ', 'rb').read())\n"
         "    except OSError as e: print(pid, e)\n"
     )
-    page = ("---\nid: p\ntitle: P\ntype: concept\narchitectures: [sm90a]\n---\n\n"
-            "```python run\n" + program + "```\n")  # fmt: skip
+    page = "---\nid: p\ntitle: P\ntype: concept\narchitectures: [sm90a]\n---\n\n```python run\n" + program + "```\n"
     wiki = tmp_path / "wiki"
     wiki.mkdir()
     (wiki / "p.md").write_text(page)
@@ -258,8 +262,10 @@ def test_a_spinning_program_is_killed_at_its_timeout_with_everything_it_started(
 def test_killing_its_launcher_leaves_no_survivor(tmp_path: Path) -> None:
     """The command runs under its own user id: it cannot signal the launcher (root) or escape the pid namespace."""
     marker = f"{uuid.uuid4().int % 10**6 + 1000}.{os.getpid() % 1000 + 2}"
-    script = (f"kill -9 -1 2>&1; (setsid sleep {marker} > /dev/null 2>&1 &); sleep {marker} > /dev/null 2>&1 & "
-              f"kill -9 $PPID 2>&1; kill -9 1 2>&1; echo still here")  # fmt: skip
+    script = (
+        f"kill -9 -1 2>&1; (setsid sleep {marker} > /dev/null 2>&1 &); sleep {marker} > /dev/null 2>&1 & "
+        f"kill -9 $PPID 2>&1; kill -9 1 2>&1; echo still here"
+    )
     res = run_process(["sh", "-c", script], tmp_path, 20, isolation=ISOLATION_BWRAP)
     time.sleep(0.3)
     assert _live_with(f"sleep {marker}") == [], "a process the snippet started survived it"
@@ -314,14 +320,18 @@ def test_network_connections_reach_nothing(tmp_path: Path) -> None:
 def test_a_200_gib_allocation_fails_at_once_as_a_resource_limit(tmp_path: Path) -> None:
     limits = run_limits(runner_settings())
     started = time.monotonic()
-    res = _bwrap([sys.executable, "-c", "b = bytearray(200 << 30)\nb[::4096] = b'x' * len(b[::4096])"], tmp_path, 30, limits=limits)
+    res = _bwrap(
+        [sys.executable, "-c", "b = bytearray(200 << 30)\nb[::4096] = b'x' * len(b[::4096])"], tmp_path, 30, limits=limits
+    )
     assert time.monotonic() - started < 10
     assert not res.timed_out and res.exit_code == 1 and "MemoryError" in res.output
     assert resource_limit_hit(res, limits) == f"host memory limit (RLIMIT_DATA {limits.data_bytes / GiB:g} GiB) reached"
 
 
 def test_touching_memory_page_by_page_stops_at_the_data_limit(tmp_path: Path) -> None:
-    program = "chunks = []\nwhile True:\n    b = bytearray(64 << 20)\n    b[::4096] = b'x' * len(b[::4096])\n    chunks.append(b)\n"
+    program = (
+        "chunks = []\nwhile True:\n    b = bytearray(64 << 20)\n    b[::4096] = b'x' * len(b[::4096])\n    chunks.append(b)\n"
+    )
     limits = Limits(address_space_bytes=None, data_bytes=512 * MiB)
     started = time.monotonic()
     res = _bwrap([sys.executable, "-c", program], tmp_path, 30, limits=limits)
@@ -384,17 +394,43 @@ def test_hostile_cuda_program_is_contained(tmp_path: Path, toolchain: Toolchain)
     report = tmp_path / "evidence.jsonl"
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "runner", "verify", "--wiki", str(wiki), "--report", str(report), "--no-cache",
-         "--cache-dir", str(tmp_path / "cache"), "--isolation", "bwrap"],
-        cwd=ROOT, env={**os.environ, **SECRETS}, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "runner",
+            "verify",
+            "--wiki",
+            str(wiki),
+            "--report",
+            str(report),
+            "--no-cache",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--isolation",
+            "bwrap",
+        ],
+        cwd=ROOT,
+        env={**os.environ, **SECRETS},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     elapsed = time.monotonic() - started
     text = report.read_text()
     run = [r for r in read_jsonl(report) if r.step == "run"]
     assert len(run) == 1, done.stdout[-3000:] + done.stderr[-3000:]
     record = run[0]
-    print(json.dumps({"elapsed_s": round(elapsed, 1), "status": record.status, "kind": record.error_kind,
-                      "message": record.message, "duration_s": record.duration_s}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "elapsed_s": round(elapsed, 1),
+                "status": record.status,
+                "kind": record.error_kind,
+                "message": record.message,
+                "duration_s": record.duration_s,
+            }
+        )
+    )
     assert record.isolation == ISOLATION_BWRAP and record.gpu_name
     assert not escape.exists()
     for name, value in SECRETS.items():
@@ -449,8 +485,13 @@ def test_memory_max_kills_a_200_gib_allocation_that_no_data_limit_stops(tmp_path
     settings = _cgroup_required()
     limits = Limits(file_size_bytes=256 * MiB, address_space_bytes=None, data_bytes=None, cgroup_memory_bytes=4 * GiB)
     started = time.monotonic()
-    res = _bwrap([sys.executable, "-c", "b = bytearray(200 << 30)\nb[::4096] = b'x' * len(b[::4096])\nprint('touched 200 GiB')"],
-                 tmp_path, 60, limits=limits, settings=settings)  # fmt: skip
+    res = _bwrap(
+        [sys.executable, "-c", "b = bytearray(200 << 30)\nb[::4096] = b'x' * len(b[::4096])\nprint('touched 200 GiB')"],
+        tmp_path,
+        60,
+        limits=limits,
+        settings=settings,
+    )
     elapsed = time.monotonic() - started
     print(json.dumps({"elapsed_s": round(elapsed, 2), "signal": res.signal, "cgroup": vars(res.cgroup) if res.cgroup else None}))
     assert res.cgroup is not None and res.limits_in_force.startswith("cgroup v2 memory.max 4 GiB"), res.limits_in_force
@@ -467,8 +508,10 @@ def test_a_shared_mapping_passes_the_data_limit_but_not_memory_max(tmp_path: Pat
     would fill the host's memory; with it the kernel stops it at memory.max."""
     settings = _cgroup_required()
     limits = Limits(file_size_bytes=256 * MiB, address_space_bytes=None, data_bytes=4 * GiB)
-    program = ("import mmap\nm = mmap.mmap(-1, 200 << 30, flags=mmap.MAP_SHARED)\nprint('mapped', flush=True)\n"
-               "for i in range(0, len(m), 4096):\n    m[i] = 1\nprint('touched 200 GiB')\n")  # fmt: skip
+    program = (
+        "import mmap\nm = mmap.mmap(-1, 200 << 30, flags=mmap.MAP_SHARED)\nprint('mapped', flush=True)\n"
+        "for i in range(0, len(m), 4096):\n    m[i] = 1\nprint('touched 200 GiB')\n"
+    )
     started = time.monotonic()
     res = _bwrap([sys.executable, "-c", program], tmp_path, 60, limits=limits, settings=settings)
     elapsed = time.monotonic() - started
@@ -562,7 +605,10 @@ def test_cuda_programs_run_in_their_cgroup_and_a_shared_200_gib_mapping_is_kille
     print(json.dumps({"good": [good.status, good.resources, good.duration_s], "hog": [hog.status, hog.message, hog.duration_s]}))
     limits = run_limits(runner_settings())
     assert good.status == "pass", good.message + good.output[-2000:]
-    assert re.match(rf"cgroup v2 memory\.max {limits.data_bytes / GiB:g} GiB( \(no swap\))?, pids\.max 512; RLIMIT_DATA", good.resources["limits"])
+    assert re.match(
+        rf"cgroup v2 memory\.max {limits.data_bytes / GiB:g} GiB( \(no swap\))?, pids\.max 512; RLIMIT_DATA",
+        good.resources["limits"],
+    )
     assert good.resources.get("host_memory_peak_bytes", 1) > 0  # memory.peak: kernels 5.19+
     assert hog.status == "fail" and hog.error_kind == "resource limit", hog.message
     assert "cgroup memory.max" in hog.message and hog.duration_s < 30 and "touched 200 GiB" not in hog.output

@@ -72,7 +72,13 @@ def test_malformed_attributes_are_errors(info: str, message: str) -> None:
 
 def test_flag_allow_list() -> None:
     assert parse_flags("-O0 -std=c++20 -lineinfo --use_fast_math -DFOO -DBAR=1 -rdc=true") == [
-        "-O0", "-std=c++20", "-lineinfo", "--use_fast_math", "-DFOO", "-DBAR=1", "-rdc=true",
-    ]  # fmt: skip
+        "-O0",
+        "-std=c++20",
+        "-lineinfo",
+        "--use_fast_math",
+        "-DFOO",
+        "-DBAR=1",
+        "-rdc=true",
+    ]
     with pytest.raises(InfoStringError):
         parse_flags("-o /etc/passwd")

@@ -100,7 +100,9 @@ def test_unknown_attribute_is_an_error_naming_the_line() -> None:
 
 
 def test_attribute_combinations_that_cannot_be_checked_are_errors() -> None:
-    body = '```cuda output="x"\n__global__ void k() {}\n```\n\n```python sass="X"\nprint(1)\n```\n\n```ptx run\n.version 8.0\n```\n'
+    body = (
+        '```cuda output="x"\n__global__ void k() {}\n```\n\n```python sass="X"\nprint(1)\n```\n\n```ptx run\n.version 8.0\n```\n'
+    )
     snippets, problems = extract(body)
     assert [s.mode for s in snippets] == ["error", "error", "error"]
     assert len(problems) == 3
@@ -121,7 +123,7 @@ def test_uses_prepends_named_blocks_and_their_own_chain_in_page_order() -> None:
 
 def test_chain_takes_every_earlier_compiled_block_of_the_same_language() -> None:
     body = (
-        "```cuda\nint a;\n```\n\n```cuda sketch\npseudo\n```\n\n```cuda compile_fail=\"x\"\nbad\n```\n\n"
+        '```cuda\nint a;\n```\n\n```cuda sketch\npseudo\n```\n\n```cuda compile_fail="x"\nbad\n```\n\n'
         "```cuda\nint main() { return 0; }\n```\n\n```python\nx = 1\n```\n\n```cuda chain\nint z;\n```\n"
     )
     snippets, problems = extract(body)
@@ -140,7 +142,9 @@ def test_uses_errors_name_the_problem() -> None:
 
 
 def test_hash_changes_when_a_chained_block_changes() -> None:
-    base = "```cuda id=h\n__device__ int f() { return 1; }\n```\n\n```cuda uses=h\n__global__ void k(int* p) { p[0] = f(); }\n```\n"
+    base = (
+        "```cuda id=h\n__device__ int f() { return 1; }\n```\n\n```cuda uses=h\n__global__ void k(int* p) { p[0] = f(); }\n```\n"
+    )
     changed = base.replace("return 1", "return 2")
     (h1, k1), _ = extract(base)
     (h2, k2), _ = extract(changed)
@@ -182,7 +186,10 @@ def test_translation_unit_knows_which_segment_line_each_of_its_lines_is() -> Non
     assert "#define __device__ __location__(device) __attribute__((used))" in tu.text
     assert '#line 1 "chain-1"' in tu.text and '#line 1 "snippet"' in tu.text
     # the hidden include of the chained block keeps the original __device__ for the header
-    assert '#pragma push_macro("__device__")\n#undef __device__\n#define __device__ __location__(device)\n#line 1 "chain-1"\n#include <cstdint>' in tu.text
+    assert (
+        '#pragma push_macro("__device__")\n#undef __device__\n#define __device__ __location__(device)\n#line 1 "chain-1"\n#include <cstdint>'
+        in tu.text
+    )
     lines = tu.text.split("\n")
 
     def tu_line(text: str) -> int:

@@ -19,10 +19,17 @@ from tests.conftest import LiveServer
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 CHROMIUM = os.environ.get("KERNELWIKI_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+]
 
-DEMO_PAGE = '''---
+DEMO_PAGE = """---
 id: web-demo
 title: Demo kernels for the browser
 type: technique
@@ -61,9 +68,9 @@ tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [addr], 32;
 ## Parity waits
 
 Waiting on the phase parity with `mbarrier.try_wait.parity` lets a consumer spin cheaply.
-'''
+"""
 
-EVIL_PAGE = '''---
+EVIL_PAGE = """---
 id: evil
 title: "<script>window.__pwned = 'title'; alert('title')</script> Evil <img src=x onerror=\\"window.__pwned='img'\\">"
 type: concept
@@ -87,7 +94,7 @@ note: "<b onmouseover=alert('extra')>extra</b>"
 ```cuda </code><script>alert('info')</script>
 __global__ void k() {} // </code></pre><script>alert('code')</script>
 ```
-'''
+"""
 
 
 @pytest.fixture
@@ -163,4 +170,3 @@ def shoot(tab: Any, name: str, full_page: bool = False) -> Path:
     path = ARTIFACTS / f"{name}.png"
     tab.screenshot(path=str(path), full_page=full_page)
     return path
-

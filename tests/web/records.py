@@ -6,21 +6,47 @@ import hashlib
 from typing import Any
 
 GPU = {"gpu_name": "NVIDIA H200", "compute_capability": "9.0", "driver_version": "580.65"}
-PTXAS = ("ptxas info    : Compiling entry function '_Z6kernelPi' for 'sm_90a'\n"
-         "ptxas info    : Used 18 registers, used 1 barriers, 4096 bytes smem, 368 bytes cmem[0]\n")  # fmt: skip
+PTXAS = (
+    "ptxas info    : Compiling entry function '_Z6kernelPi' for 'sm_90a'\n"
+    "ptxas info    : Used 18 registers, used 1 barriers, 4096 bytes smem, 368 bytes cmem[0]\n"
+)
 
 
-def record(snippet: dict[str, Any], target: str, step: str, status: str, *, stale: bool = False,
-           timestamp: str = "2026-01-15T10:00:00Z", **extra: Any) -> dict[str, Any]:  # fmt: skip
+def record(
+    snippet: dict[str, Any],
+    target: str,
+    step: str,
+    status: str,
+    *,
+    stale: bool = False,
+    timestamp: str = "2026-01-15T10:00:00Z",
+    **extra: Any,
+) -> dict[str, Any]:
     """One record for a snippet (as `/api/snippets` returns it) × target × step."""
     content_hash = ("0" * 64) if stale else snippet["content_hash"]
     data: dict[str, Any] = {
-        "page_id": snippet["page_id"], "snippet_id": snippet["id"], "path": "", "line": snippet["line"],
-        "lang": snippet["lang"], "target": target, "step": step, "status": status, "message": "",
-        "exit_code": 0 if status == "pass" else 1, "duration_s": 1.25, "output": "", "resources": {}, "checks": [],
-        "content_hash": content_hash, "toolchain": "nvcc 13.0.88", "host": "gpu-node-1", "isolation": "bwrap",
-        "timestamp": timestamp, "mode": snippet["mode"], **(GPU if step == "run" and status != "skipped" else {}),
-    }  # fmt: skip
+        "page_id": snippet["page_id"],
+        "snippet_id": snippet["id"],
+        "path": "",
+        "line": snippet["line"],
+        "lang": snippet["lang"],
+        "target": target,
+        "step": step,
+        "status": status,
+        "message": "",
+        "exit_code": 0 if status == "pass" else 1,
+        "duration_s": 1.25,
+        "output": "",
+        "resources": {},
+        "checks": [],
+        "content_hash": content_hash,
+        "toolchain": "nvcc 13.0.88",
+        "host": "gpu-node-1",
+        "isolation": "bwrap",
+        "timestamp": timestamp,
+        "mode": snippet["mode"],
+        **(GPU if step == "run" and status != "skipped" else {}),
+    }
     data.update(extra)
     key = "|".join((snippet["id"], target, step, content_hash, timestamp, status))
     data["record_id"] = hashlib.sha256(key.encode()).hexdigest()[:32]

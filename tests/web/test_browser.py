@@ -17,10 +17,19 @@ pytestmark = pytest.mark.browser
 
 
 def test_page_shows_evidence_badges_that_open_to_the_log(server: Any, page: Any, snippets: list[dict[str, Any]]) -> None:
-    server.app.state.store.evidence.add(typical(snippets) + [
-        record(snippets[0], "sm_100a", "compile", "fail", timestamp="2026-01-16T00:00:00Z",
-               output="kernel.cu(3): error: identifier \"tmem\" is undefined\n1 error detected in the compilation"),
-    ])  # fmt: skip
+    server.app.state.store.evidence.add(
+        typical(snippets)
+        + [
+            record(
+                snippets[0],
+                "sm_100a",
+                "compile",
+                "fail",
+                timestamp="2026-01-16T00:00:00Z",
+                output='kernel.cu(3): error: identifier "tmem" is undefined\n1 error detected in the compilation',
+            ),
+        ]
+    )
     page.goto(f"{server.url}/pages/web-demo")
     first = page.locator("#snippet-1")
     assert first.locator(".badge", has_text="compiles on sm_90a").is_visible()
@@ -78,9 +87,12 @@ def test_following_an_alias_and_an_unknown_one(server: Any, page: Any) -> None:
 
 
 def test_filtering_the_evidence_dashboard(server: Any, page: Any, snippets: list[dict[str, Any]]) -> None:
-    server.app.state.store.evidence.add(typical(snippets) + [
-        record(snippets[0], "sm_100a", "compile", "fail", timestamp="2026-01-16T00:00:00Z", output="error: boom"),
-    ])  # fmt: skip
+    server.app.state.store.evidence.add(
+        typical(snippets)
+        + [
+            record(snippets[0], "sm_100a", "compile", "fail", timestamp="2026-01-16T00:00:00Z", output="error: boom"),
+        ]
+    )
     page.goto(f"{server.url}/evidence")
     rows = page.locator(".ev-table > tbody > tr")
     order = [rows.nth(i).get_attribute("data-status") for i in range(rows.count())]
@@ -149,7 +161,9 @@ A11Y = (Path(__file__).parent / "a11y.js").read_text()
 
 
 def test_landmarks_labels_focus_and_contrast_in_both_themes(browser: Any, server: Any, snippets: list[dict[str, Any]]) -> None:
-    server.app.state.store.evidence.add(typical(snippets) + [record(snippets[0], "sm_100a", "compile", "fail", output="error: x")])
+    server.app.state.store.evidence.add(
+        typical(snippets) + [record(snippets[0], "sm_100a", "compile", "fail", output="error: x")]
+    )
     for scheme in ("light", "dark"):
         context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
         tab = context.new_page()

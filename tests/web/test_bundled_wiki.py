@@ -28,7 +28,11 @@ def test_every_bundled_page_renders_cleanly_and_screenshots(browser: Any, tmp_pa
 
     if not any((REPO / "wiki").rglob("*.md")):
         pytest.skip("wiki/ has no pages yet")
-    settings = Settings(wiki=REPO / "wiki", db=f"sqlite:///{tmp_path / 'index.db'}", evidence=Path(os.environ.get("KERNELWIKI_SCREENSHOT_EVIDENCE", REPO / "evidence")))
+    settings = Settings(
+        wiki=REPO / "wiki",
+        db=f"sqlite:///{tmp_path / 'index.db'}",
+        evidence=Path(os.environ.get("KERNELWIKI_SCREENSHOT_EVIDENCE", REPO / "evidence")),
+    )
     app = create_app(settings)
     with LiveServer(app) as server:
         context = browser.new_context(viewport={"width": 1400, "height": 900})
@@ -36,8 +40,17 @@ def test_every_bundled_page_renders_cleanly_and_screenshots(browser: Any, tmp_pa
         problems: list[str] = []
         tab.on("console", lambda m: problems.append(f"{tab.url}: {m.text}") if m.type in ("error", "warning") else None)
         tab.on("pageerror", lambda e: problems.append(f"{tab.url}: {e}"))
-        tab.route("**/*", lambda r: r.continue_() if r.request.url.startswith(server.url) else (problems.append(f"external: {r.request.url}"), r.abort()))
-        ids = [p.id for p in app.state.store.list_pages(__import__("app.store", fromlist=["Filters"]).Filters(), limit=10_000).pages]
+        tab.route(
+            "**/*",
+            lambda r: (
+                r.continue_()
+                if r.request.url.startswith(server.url)
+                else (problems.append(f"external: {r.request.url}"), r.abort())
+            ),
+        )
+        ids = [
+            p.id for p in app.state.store.list_pages(__import__("app.store", fromlist=["Filters"]).Filters(), limit=10_000).pages
+        ]
         for page_id in ids:
             response = tab.goto(f"{server.url}/pages/{page_id}")
             assert response is not None and response.status == 200, page_id
@@ -84,9 +97,16 @@ def test_every_bundled_page_renders_cleanly_and_screenshots(browser: Any, tmp_pa
 
 QUESTIONS = {
     # user stories: identifiers, aliases and SASS names
-    "cp.async.bulk": "hw-tma", "TMEM": "hw-tmem", "tcgen05.mma": "hw-tcgen05-mma", "wgmma": "hw-wgmma",
-    "UMMA": "hw-tcgen05-mma", "GMMA": "hw-wgmma", "mbarrier": "hw-mbarrier", "setmaxnreg": "hw-setmaxnreg",
-    "tensor memory": "hw-tmem", "UTMALDG": "hw-tma",
+    "cp.async.bulk": "hw-tma",
+    "TMEM": "hw-tmem",
+    "tcgen05.mma": "hw-tcgen05-mma",
+    "wgmma": "hw-wgmma",
+    "UMMA": "hw-tcgen05-mma",
+    "GMMA": "hw-wgmma",
+    "mbarrier": "hw-mbarrier",
+    "setmaxnreg": "hw-setmaxnreg",
+    "tensor memory": "hw-tmem",
+    "UTMALDG": "hw-tma",
     # plain-English questions: filler words must not force matches onto the wrong page
     "how do I allocate tensor memory": "hw-tmem",
     "what is the wgmma instruction shape": "hw-wgmma",

@@ -19,14 +19,24 @@ def client(server: Any) -> Any:
 
 
 def test_every_view_answers_html_with_a_strict_csp(client: Any) -> None:
-    for url in ["/", "/?arch=sm90", "/pages/hw-tma", "/wiki/nvidia/tma.md", "/wiki/nvidia/tma", "/search",
-                "/search?q=tma", "/evidence", "/evidence?status=fail", "/graph"]:  # fmt: skip
+    for url in [
+        "/",
+        "/?arch=sm90",
+        "/pages/hw-tma",
+        "/wiki/nvidia/tma.md",
+        "/wiki/nvidia/tma",
+        "/search",
+        "/search?q=tma",
+        "/evidence",
+        "/evidence?status=fail",
+        "/graph",
+    ]:
         r = client.get(url)
         assert r.status_code == 200, url
         assert r.headers["content-type"].startswith("text/html")
         csp = r.headers["content-security-policy"]
         assert "script-src 'self'" in csp and "default-src 'none'" in csp, url
-        assert "<main id=\"main\"" in r.text and "http://" not in r.text.split("<main", 1)[0].replace("http://127.0.0.1", "")
+        assert '<main id="main"' in r.text and "http://" not in r.text.split("<main", 1)[0].replace("http://127.0.0.1", "")
     assert client.get("/static/style.css").status_code == 200
 
 
@@ -44,8 +54,13 @@ def test_errors_are_friendly_pages_for_browsers_and_json_for_the_api(client: Any
 
 
 def test_alias_title_and_id_redirect_to_the_page(client: Any) -> None:
-    for name, page_id in [("TMEM", "hw-tmem"), ("cp.async.bulk.tensor", "hw-tma"), ("DEMOK", "web-demo"),
-                          ("demo kernels", "web-demo"), ("hw-mbarrier", "hw-mbarrier")]:  # fmt: skip
+    for name, page_id in [
+        ("TMEM", "hw-tmem"),
+        ("cp.async.bulk.tensor", "hw-tma"),
+        ("DEMOK", "web-demo"),
+        ("demo kernels", "web-demo"),
+        ("hw-mbarrier", "hw-mbarrier"),
+    ]:
         r = client.get(f"/a/{name}", follow_redirects=False)
         assert r.status_code == 302 and r.headers["location"] == f"/pages/{page_id}", name
 
@@ -70,15 +85,21 @@ def test_page_view_has_toc_panel_highlighting_and_links(client: Any) -> None:
 def test_page_badges_follow_the_evidence(server: Any, client: Any, snippets: list[dict[str, Any]]) -> None:
     compile_only, program = snippets[0], snippets[1]
     recs = typical(snippets) + [
-        record(compile_only, "sm_100a", "compile", "fail", timestamp="2026-01-16T00:00:00Z",
-               output="ptxas info: x\nkernel.cu(3): error: identifier \"tmem\" is undefined\n1 error detected"),
-    ]  # fmt: skip
+        record(
+            compile_only,
+            "sm_100a",
+            "compile",
+            "fail",
+            timestamp="2026-01-16T00:00:00Z",
+            output='ptxas info: x\nkernel.cu(3): error: identifier "tmem" is undefined\n1 error detected',
+        ),
+    ]
     result = server.app.state.store.evidence.add(recs)
     assert not result.errors
     text = client.get("/pages/web-demo").text
     assert "✓</span> compiles on sm_90a" in text
     assert "✓</span> ran on NVIDIA H200" in text
-    assert '✗</span> sm_100a: kernel.cu(3): error: identifier &#34;tmem&#34; is undefined' in text
+    assert "✗</span> sm_100a: kernel.cu(3): error: identifier &#34;tmem&#34; is undefined" in text
     assert "⏸</span> not run: no SM100 GPU" in text
     assert "Resource usage" in text and "registers" in text
     # a newer record for other content makes the target stale; fresh evidence still wins over it
@@ -97,9 +118,12 @@ def test_search_view_has_deep_links_highlights_facets_and_did_you_mean(client: A
 
 
 def test_dashboard_lists_failures_first_and_filters(server: Any, client: Any, snippets: list[dict[str, Any]]) -> None:
-    server.app.state.store.evidence.add(typical(snippets) + [
-        record(snippets[0], "sm_100a", "compile", "fail", timestamp="2026-01-16T00:00:00Z", output="error: boom"),
-    ])  # fmt: skip
+    server.app.state.store.evidence.add(
+        typical(snippets)
+        + [
+            record(snippets[0], "sm_100a", "compile", "fail", timestamp="2026-01-16T00:00:00Z", output="error: boom"),
+        ]
+    )
     text = client.get("/evidence").text
     rows = text.split("<tbody>", 1)[1]
     assert rows.index('data-status="fail"') < rows.index('data-status="pass"')
@@ -120,12 +144,18 @@ def test_author_text_is_escaped_everywhere(client: Any) -> None:
         text = client.get(url, follow_redirects=True).text
         body = text.split("<main", 1)[1]
         assert "<script" not in body and "<img" not in body and "<svg onload" not in body, url
-        assert 'href="javascript:' not in body.lower() and "onerror=" not in body.replace("onerror=&#34;", "").replace("onerror=&quot;", ""), url
+        assert 'href="javascript:' not in body.lower() and "onerror=" not in body.replace("onerror=&#34;", "").replace(
+            "onerror=&quot;", ""
+        ), url
 
 
 def test_filters_without_words_list_pages_and_tags_filter_home(client: Any) -> None:
     listing = client.get("/search", params={"tag": "memory"}).text
-    assert "pages match these filters" in listing and 'href="/pages/hw-tma"' in listing and 'href="/pages/hw-mbarrier"' not in listing
+    assert (
+        "pages match these filters" in listing
+        and 'href="/pages/hw-tma"' in listing
+        and 'href="/pages/hw-mbarrier"' not in listing
+    )
     home = client.get("/", params={"tag": "memory"}).text
     assert 'href="/pages/hw-tmem"' in home and 'href="/pages/hw-mbarrier"' not in home
     long = client.get("/search", params={"q": "tma " * 3000})

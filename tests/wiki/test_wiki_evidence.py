@@ -39,7 +39,9 @@ def test_every_snippet_has_evidence_for_its_current_content_on_every_target() ->
         for t in (s.targets or [""])
         if (s.id, t, s.content_hash) not in current
     ]
-    assert stale == [], "snippets changed since their evidence was recorded (run `kernelwiki verify` on a GPU node):\n" + "\n".join(stale)
+    assert stale == [], (
+        "snippets changed since their evidence was recorded (run `kernelwiki verify` on a GPU node):\n" + "\n".join(stale)
+    )
 
 
 def test_committed_runs_name_their_gpu_and_ran_on_one_their_target_runs_on() -> None:
@@ -61,9 +63,11 @@ def test_committed_runs_name_their_gpu_and_ran_on_one_their_target_runs_on() -> 
 
 def test_current_snippets_have_no_failing_evidence() -> None:
     current = {s.id: s.content_hash for s in _snippets()}
-    failing = [f"{r['snippet_id']} {r['target']} {r['step']}: {r['status']} {r['message']}"
-               for r in _records()
-               if current.get(r["snippet_id"]) == r["content_hash"] and r["status"] in ("fail", "error", "timeout")]
+    failing = [
+        f"{r['snippet_id']} {r['target']} {r['step']}: {r['status']} {r['message']}"
+        for r in _records()
+        if current.get(r["snippet_id"]) == r["content_hash"] and r["status"] in ("fail", "error", "timeout")
+    ]
     assert failing == []
 
 
@@ -74,9 +78,18 @@ def test_the_bundled_wiki_answers_what_users_type(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 'index.db'}")
     store.create_schema()
     store.reindex(WIKI)
-    expected = {"cp.async.bulk": "hw-tma", "TMEM": "hw-tmem", "tcgen05.mma": "hw-tcgen05-mma", "wgmma": "hw-wgmma",
-                "UMMA": "hw-tcgen05-mma", "GMMA": "hw-wgmma", "mbarrier": "hw-mbarrier", "setmaxnreg": "hw-setmaxnreg",
-                "tensor memory": "hw-tmem", "UTMALDG": "hw-tma"}
+    expected = {
+        "cp.async.bulk": "hw-tma",
+        "TMEM": "hw-tmem",
+        "tcgen05.mma": "hw-tcgen05-mma",
+        "wgmma": "hw-wgmma",
+        "UMMA": "hw-tcgen05-mma",
+        "GMMA": "hw-wgmma",
+        "mbarrier": "hw-mbarrier",
+        "setmaxnreg": "hw-setmaxnreg",
+        "tensor memory": "hw-tmem",
+        "UTMALDG": "hw-tma",
+    }
     for query, page in expected.items():
         result = store.search(query, Filters())
         assert result.results and result.results[0].id == page, (query, [r.id for r in result.results[:3]])

@@ -70,7 +70,9 @@ def upgrade() -> None:
         sa.Column("message", S, nullable=False),
         indexes=("path",),
     )
-    _page_child("alias", sa.Column("alias", S, nullable=False), sa.Column("alias_lower", S, nullable=False), indexes=("alias_lower",))
+    _page_child(
+        "alias", sa.Column("alias", S, nullable=False), sa.Column("alias_lower", S, nullable=False), indexes=("alias_lower",)
+    )
     _page_child("tag", sa.Column("tag", S, nullable=False), indexes=("tag",))
     _page_child("language", sa.Column("language", S, nullable=False), indexes=("language",))
     _page_child("architecture", sa.Column("arch", S, nullable=False), sa.Column("family", S, nullable=False), indexes=("family",))
@@ -154,5 +156,17 @@ def downgrade() -> None:
     else:
         op.execute("DROP TABLE IF EXISTS search_vocab")
         op.execute("DROP TABLE IF EXISTS search_fts")
-    for name in ("evidence", "snippet", "section", "link", "architecture", "language", "tag", "alias", "diagnostic", "file", "page"):
+    for name in (
+        "evidence",
+        "snippet",
+        "section",
+        "link",
+        "architecture",
+        "language",
+        "tag",
+        "alias",
+        "diagnostic",
+        "file",
+        "page",
+    ):
         op.drop_table(name)
