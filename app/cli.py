@@ -9,13 +9,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from app.settings import Settings
+
+if TYPE_CHECKING:
+    from app.store import Store
 
 cli = typer.Typer(
     help="kernelwiki: GPU kernel engineering facts, proven by compiled and executed snippets.", no_args_is_help=True
@@ -31,11 +34,13 @@ DbOpt = Annotated[str | None, typer.Option("--db", help="index URL [env KERNELWI
 
 def settings_for(wiki: Path | None, db: str | None, **more: object) -> Settings:
     """Settings from the environment, overridden by the options given."""
-    overrides = {k: v for k, v in {"wiki": wiki, "db": db, **more}.items() if v is not None}
+    overrides: dict[str, Any] = {
+        k: v for k, v in {"wiki": wiki, "db": db, **more}.items() if v is not None
+    }  # Settings validates them
     return Settings(**overrides)
 
 
-def open_store(settings: Settings):  # type: ignore[no-untyped-def]
+def open_store(settings: Settings) -> Store:
     """The index, migrated; a damaged index is one line naming the file and the fix, and exit 1."""
     from app.main import open_store as open_index
 

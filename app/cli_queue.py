@@ -5,11 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:
+    import procrastinate
+
+    from app.settings import Settings
 
 out = Console()
 
@@ -22,7 +27,7 @@ QueueDbOpt = Annotated[
 DbOpt = Annotated[str | None, typer.Option("--db", help="index URL, for the scheduler and --enqueue [env KERNELWIKI_DB]")]
 
 
-def _settings(**overrides: object):  # type: ignore[no-untyped-def]
+def _settings(**overrides: Any) -> Settings:
     from app.settings import Settings
 
     return Settings(**{k: v for k, v in overrides.items() if v is not None})
@@ -115,7 +120,7 @@ def jobs(
     out.print(table)
 
 
-async def _counts(app, stalled_after_s: float) -> dict[str, dict[str, int]]:  # type: ignore[no-untyped-def]
+async def _counts(app: procrastinate.App, stalled_after_s: float) -> dict[str, dict[str, int]]:
     from app.queue import job_counts
 
     async with app.open_async():

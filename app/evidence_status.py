@@ -16,8 +16,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import func, select, text
+from sqlalchemy import func, text
 from sqlalchemy.engine import Connection
+from sqlmodel import select
 
 from app.models import EvidenceRow, StateRow
 

@@ -17,11 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, insert
 from sqlalchemy.engine import Connection, Engine
+from sqlmodel import col, select
 
 from app.evidence_ingest import EvidenceIn, canonical_stamp, parse_record
-from app.models import EvidenceRow, SnippetRow
+from app.models import EvidenceRow, SnippetRow, table_of
 from app.schemas import EvidencePublic, SnippetPublic
 from runner import diagnostics, status as status_rules
 from runner.status import STALE, SnippetSummary, StepFact, needed_steps, summarize_snippet
@@ -55,7 +56,7 @@ class EvidenceStore:
         self.writer: Engine | None = None  # where `add` writes when `engine` is read-only (an extra `serve` worker)
 
     def count(self, conn: Connection) -> int:
-        return conn.execute(select(func.count(EvidenceRow.record_id))).scalar() or 0
+        return conn.execute(select(func.count(col(EvidenceRow.record_id)))).scalar() or 0
 
     def add(self, records: list[Any], origin: str = "request", received_at: datetime | None = None) -> ImportResult:
         """Store well-formed records once each; malformed ones are reported, the rest still stored.
@@ -80,7 +81,9 @@ class EvidenceStore:
             ids = list(good)
             for i in range(0, len(ids), 500):
                 chunk = ids[i : i + 500]
-                present |= {r for (r,) in conn.execute(select(EvidenceRow.record_id).where(EvidenceRow.record_id.in_(chunk)))}
+                present |= {
+                    r for (r,) in conn.execute(select(EvidenceRow.record_id).where(col(EvidenceRow.record_id).in_(chunk)))
+                }
             rows = [
                 {
                     "record_id": r.record_id,
@@ -150,7 +153,7 @@ class EvidenceStore:
                 chunk = wanted[i : i + 500]
                 pages.update(
                     (sid, pid)
-                    for sid, pid in conn.execute(select(SnippetRow.id, SnippetRow.page_id).where(SnippetRow.id.in_(chunk)))
+                    for sid, pid in conn.execute(select(SnippetRow.id, SnippetRow.page_id).where(col(SnippetRow.id).in_(chunk)))
                 )
         problems: list[str] = []
         for n, r in enumerate(records):
@@ -215,19 +218,19 @@ class EvidenceStore:
         `ids` (one window from `app.evidence_status.snippet_window`) reads only those snippets' evidence;
         without `ids` or `page_id` every snippet and evidence row is read (the CLI's and tests' use, never a request's).
         """
-        stmt = SnippetRow.__table__.select().order_by(SnippetRow.page_id, SnippetRow.position)
+        stmt = table_of(SnippetRow).select().order_by(col(SnippetRow.page_id), col(SnippetRow.position))
         if ids is not None:
-            stmt = stmt.where(SnippetRow.id.in_(ids))
+            stmt = stmt.where(col(SnippetRow.id).in_(ids))
         if page_id:
-            stmt = stmt.where(SnippetRow.page_id == page_id)
+            stmt = stmt.where(col(SnippetRow.page_id) == page_id)
         if lang:
-            stmt = stmt.where(SnippetRow.lang == lang)
+            stmt = stmt.where(col(SnippetRow.lang) == lang)
         snippets = list(conn.execute(stmt))
-        ev_stmt = EvidenceRow.__table__.select().order_by(EvidenceRow.timestamp)
+        ev_stmt = table_of(EvidenceRow).select().order_by(EvidenceRow.timestamp)
         if ids is not None:
-            ev_stmt = ev_stmt.where(EvidenceRow.snippet_id.in_(ids))
+            ev_stmt = ev_stmt.where(col(EvidenceRow.snippet_id).in_(ids))
         if page_id:
-            ev_stmt = ev_stmt.where(EvidenceRow.page_id == page_id)
+            ev_stmt = ev_stmt.where(col(EvidenceRow.page_id) == page_id)
         latest: dict[tuple[str, str, str], Any] = {}
         current_hash = {s.id: s.content_hash for s in snippets}
         for row in conn.execute(ev_stmt):
@@ -283,7 +286,10 @@ class EvidenceStore:
             if snip is None:
                 return None
             rows = conn.execute(
-                EvidenceRow.__table__.select().where(EvidenceRow.snippet_id == snippet_id).order_by(EvidenceRow.timestamp.desc())
+                table_of(EvidenceRow)
+                .select()
+                .where(col(EvidenceRow.snippet_id) == snippet_id)
+                .order_by(col(EvidenceRow.timestamp).desc())
             )
             return [self._public(r, snip) for r in rows]
 

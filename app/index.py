@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sqlalchemy import delete, exists, func, insert, or_, select, update
+from sqlalchemy import delete, exists, func, insert, or_, update
 from sqlalchemy.engine import Connection, Engine
+from sqlmodel import col, select
 
 from app.db import chunks
 from app.markdown import render
@@ -120,9 +121,9 @@ def _delete_pages(conn: Connection, page_ids: list[str]) -> None:
         return
     for chunk in chunks(page_ids, 500):
         for table in PAGE_TABLES:
-            conn.execute(delete(table).where(table.page_id.in_(chunk)))
-        conn.execute(delete(LinkRow).where(LinkRow.source_id.in_(chunk)))
-        conn.execute(delete(PageRow).where(PageRow.id.in_(chunk)))
+            conn.execute(delete(table).where(col(table.page_id).in_(chunk)))
+        conn.execute(delete(LinkRow).where(col(LinkRow.source_id).in_(chunk)))
+        conn.execute(delete(PageRow).where(col(PageRow.id).in_(chunk)))
 
 
 class _Rows:
@@ -235,7 +236,7 @@ def _fast_walk(root: Path) -> dict[str, tuple[str, int, int]]:
     Folder links are not followed, and a file link counts only when its real path
     stays under the root (app.pages.links_leaving warns about the others).
     """
-    found: dict[str, tuple[Path, int, int]] = {}
+    found: dict[str, tuple[str, int, int]] = {}
     real_root = os.path.realpath(root)
     stack = [(root, "")]
     while stack:
@@ -259,11 +260,11 @@ def _fast_walk(root: Path) -> dict[str, tuple[str, int, int]]:
 
 def bump_generation(conn: Connection) -> None:
     """Mark the index as changed, so caches keyed on the generation (facets, vocabulary) refresh."""
-    current = conn.execute(select(StateRow.value).where(StateRow.key == "generation")).scalar()
+    current = conn.execute(select(StateRow.value).where(col(StateRow.key) == "generation")).scalar()
     if current is None:
         conn.execute(insert(StateRow).values(key="generation", value=1))
     else:
-        conn.execute(update(StateRow).where(StateRow.key == "generation").values(value=current + 1))
+        conn.execute(update(StateRow).where(col(StateRow.key) == "generation").values(value=current + 1))
 
 
 def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
@@ -300,12 +301,12 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
             digest = hashlib.sha256(raw).hexdigest()
             old = known.get(rel)
             if not force and old is not None and old.page_id is not None and old.content_hash == digest:
-                conn.execute(update(FileRow).where(FileRow.path == rel).values(mtime_ns=mtime, size=size))
+                conn.execute(update(FileRow).where(col(FileRow.path) == rel).values(mtime_ns=mtime, size=size))
                 report.unchanged += 1
                 continue
             parsed[rel] = (raw, digest)
 
-        old_ids = {rel: known[rel].page_id for rel in gone + list(parsed) if rel in known and known[rel].page_id}
+        old_ids = {rel: page_id for rel in gone + list(parsed) if rel in known and (page_id := known[rel].page_id)}
         # Ids held by files that stay as they are: a new page may not take one of them.
         kept_ids = (
             {row.page_id: rel for rel, row in known.items() if row.page_id is not None and rel not in old_ids and rel in on_disk}
@@ -345,12 +346,12 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
         known_hashes: set[str] = set()
         for chunk in chunks(sorted(new_hashes), 500):
             known_hashes |= {
-                h for (h,) in conn.execute(select(SnippetRow.content_hash).where(SnippetRow.content_hash.in_(chunk)))
+                h for (h,) in conn.execute(select(SnippetRow.content_hash).where(col(SnippetRow.content_hash).in_(chunk)))
             }
         _delete_pages(conn, sorted(set(old_ids.values())))
         for chunk in chunks(touched, 500):
-            conn.execute(delete(FileRow).where(FileRow.path.in_(chunk)))
-            conn.execute(delete(DiagnosticRow).where(DiagnosticRow.path.in_(chunk)))
+            conn.execute(delete(FileRow).where(col(FileRow.path).in_(chunk)))
+            conn.execute(delete(DiagnosticRow).where(col(DiagnosticRow.path).in_(chunk)))
         next_section = (conn.execute(select(func.max(SectionRow.id))).scalar() or 0) + 1
         rows = _Rows()
         for n, prep in enumerate(accepted, 1):
@@ -377,11 +378,11 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
         # Links can change resolution only where a page appeared or left, or where a page is new.
         changed_ids = sorted(set(old_ids.values()) | {p.id for p in pages})
         # EXISTS, not IN (SELECT …): PostgreSQL then probes page's primary key per link.
-        target_exists = exists(select(PageRow.id).where(PageRow.id == LinkRow.target_id))
+        target_exists = exists(select(PageRow.id).where(col(PageRow.id) == LinkRow.target_id))
         for chunk in chunks(changed_ids, 500):
             conn.execute(
                 update(LinkRow)
-                .where(or_(LinkRow.target_id.in_(chunk), LinkRow.source_id.in_(chunk)))
+                .where(or_(col(LinkRow.target_id).in_(chunk), col(LinkRow.source_id).in_(chunk)))
                 .values(resolved=target_exists)
             )
 

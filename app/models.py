@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Index
+from sqlalchemy import BigInteger, FromClause, Index, inspect
 from sqlmodel import Field, SQLModel
 
 
@@ -144,3 +144,11 @@ class StateRow(SQLModel, table=True):
     __tablename__ = "index_state"
     key: str = Field(primary_key=True)
     value: int
+
+
+def table_of(model: type[SQLModel]) -> FromClause:
+    """The SQL table a row model maps, for Core statements (`table_of(PageRow).select()`: every column, as rows).
+
+    The same object as the class's `__table__`, which SQLModel's type hints do not declare.
+    """
+    return inspect(model).local_table

@@ -130,7 +130,7 @@ def ensure_schema(settings: Settings) -> bool:
         row = conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL").fetchone()
         if row and row[0]:
             return False
-        conn.execute(SchemaManager.get_schema())  # type: ignore[arg-type]
+        conn.execute(SchemaManager.get_schema())
         return True
 
 
@@ -158,7 +158,7 @@ async def recover_stalled(
             else:
                 await app.job_manager.retry_job(job)
                 log.warning("job %s (%s) stalled: queued again", job.id, job.queueing_lock)
-                recovered.append(job.id)  # type: ignore[arg-type]
+                recovered.append(job.id)  # type: ignore[arg-type]  # a job read from the database has an id
         except Exception as exc:  # noqa: BLE001 - another worker recovered it first
             log.info("job %s: not recovered here (%s)", job.id, exc)
     return recovered

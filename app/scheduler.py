@@ -68,7 +68,7 @@ class Planned:
                 "snippet_id": self.snippet_id,
                 "target": self.target,
                 "content_hash": self.content_hash,
-                "verified": self.verified,
+                "verified": list(self.verified),  # a JSON list (procrastinate.types.JSONValue)
                 "force": force,
                 "queued_at": queued_at,
                 "snippet": self.data,
@@ -83,7 +83,8 @@ def plan(
 
     missing_only: only pairs with no evidence at all for the snippet's current content.
     """
-    from sqlalchemy import and_, select
+    from sqlalchemy import and_
+    from sqlmodel import col, select
 
     from app.models import EvidenceRow, SnippetRow
 
@@ -95,7 +96,7 @@ def plan(
             for s in conn.execute(
                 select(SnippetRow.id, SnippetRow.content_hash, SnippetRow.targets)
                 .where(SnippetRow.mode != "sketch")
-                .order_by(SnippetRow.page_id, SnippetRow.position)
+                .order_by(col(SnippetRow.page_id), col(SnippetRow.position))
             )
             if wanted is None or s.id in wanted
         ]
@@ -104,17 +105,23 @@ def plan(
         # Evidence for the current content only (the join), compile step: one record per run.
         query = (
             select(EvidenceRow.snippet_id, EvidenceRow.target, EvidenceRow.status, EvidenceRow.data)
-            .join(SnippetRow, and_(SnippetRow.id == EvidenceRow.snippet_id, SnippetRow.content_hash == EvidenceRow.content_hash))
+            .join(
+                SnippetRow,
+                and_(
+                    col(SnippetRow.id) == col(EvidenceRow.snippet_id),
+                    col(SnippetRow.content_hash) == col(EvidenceRow.content_hash),
+                ),
+            )
             .where(EvidenceRow.step == "compile")
         )
         if wanted is not None and len(wanted) <= 1000:
-            query = query.where(EvidenceRow.snippet_id.in_(sorted(wanted)))
+            query = query.where(col(EvidenceRow.snippet_id).in_(sorted(wanted)))
         evidenced: set[tuple[str, str]] = set()
         verified: dict[tuple[str, str], set[str]] = defaultdict(set)
-        for sid, target, status, data in conn.execute(query):
+        for sid, target, status, record_data in conn.execute(query):
             evidenced.add((sid, target))
             if not missing_only and status not in NOT_VERIFIED:
-                toolchain = json.loads(data).get("toolchain")
+                toolchain = json.loads(record_data).get("toolchain")
                 if toolchain:
                     verified[(sid, target)].add(toolchain)
         pairs = [
@@ -129,7 +136,7 @@ def plan(
             chunk = ids[k : k + 1000]
             data.update(
                 (sid, json.loads(d))
-                for sid, d in conn.execute(select(SnippetRow.id, SnippetRow.data).where(SnippetRow.id.in_(chunk)))
+                for sid, d in conn.execute(select(col(SnippetRow.id), col(SnippetRow.data)).where(col(SnippetRow.id).in_(chunk)))
             )
     return [Planned(sid, t, h, data[sid], sorted(verified.get((sid, t), ()))) for sid, h, t in pairs]
 

@@ -131,9 +131,9 @@ def diagnose_build(output: str, lang: str, tu: TranslationUnit | None = None, pt
     if lang == "python":
         err = _PY_ERROR.search(output)
         loc = None
-        for m in _PY_FILE.finditer(output):
-            if m.group("file").endswith("snippet.py"):
-                loc = m
+        for frame in _PY_FILE.finditer(output):
+            if frame.group("file").endswith("snippet.py"):
+                loc = frame
         message = f"{err.group('type')}: {err.group('msg')}" if err else (output.strip().splitlines() or ["failed"])[-1]
         syntax = err is not None and err.group("type") in ("SyntaxError", "IndentationError", "TabError")
         kind = PYTHON_SYNTAX_ERROR if syntax else DEVICE_COMPILE_ERROR
@@ -167,7 +167,7 @@ def diagnose_build(output: str, lang: str, tu: TranslationUnit | None = None, pt
             msg = (named or ptxas).group("msg").strip()
             kind = PTX_SYNTAX_ERROR
         ptx_line = int(ptxas.group("line"))
-        where: tuple[str, int] | None = None
+        where = None
         if lang == "ptx" and tu is not None:
             where = tu.locate(ptx_line)
         elif ptx:

@@ -172,13 +172,13 @@ def main(argv: list[str]) -> int:
         report["error"] = "no command"
         return finish()
     limits.setdefault(resource.RLIMIT_CORE, 0)
-    for which, value in list(limits.items()):
+    for which, limit in list(limits.items()):
         try:  # checked here, where a failure can be reported; the child sets them for real
             soft, hard = resource.getrlimit(which)
         except (ValueError, OSError) as exc:
             report["error"] = f"cannot read limit {which}: {exc}"
             return finish()
-        if hard != resource.RLIM_INFINITY and value > hard and os.geteuid() != 0:
+        if hard != resource.RLIM_INFINITY and limit > hard and os.geteuid() != 0:
             limits[which] = hard  # an unprivileged launcher cannot raise a hard limit: keep the lower one
     if uid is not None and os.geteuid() != 0:
         report["error"] = "--uid needs a launcher started as root"
@@ -203,8 +203,8 @@ def main(argv: list[str]) -> int:
                 if go != b"1":
                     os.write(2, b"kernelwiki launcher: not run: the command could not join its cgroup\n")
                     os._exit(127)
-            for which, value in limits.items():
-                resource.setrlimit(which, (value, value))
+            for which, limit in limits.items():
+                resource.setrlimit(which, (limit, limit))
             if uid is not None:
                 step = f"switch to user id {uid}"
                 os.setgroups(groups)  # only those owning the GPU device nodes (--groups), else none

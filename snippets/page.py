@@ -162,7 +162,10 @@ def parse_page(raw: bytes, rel: str) -> tuple[Page | None, list[Diagnostic]]:
         return None, [Diagnostic(rel, front_line, "error", f"front matter must be a mapping of keys to values, not {kind}")]
 
     field_lines = {str(k.value): front_line + k.start_mark.line for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
-    line = lambda key: field_lines.get(key, front_line)  # noqa: E731
+
+    def line_of(key: str) -> int:
+        """The file line of a front-matter key (the front matter's first line when the key is absent)."""
+        return field_lines.get(key, front_line)
 
     page_id = data.get("id")
     title = data.get("title")
@@ -173,11 +176,15 @@ def parse_page(raw: bytes, rel: str) -> tuple[Page | None, list[Diagnostic]]:
     else:
         page_id = str(page_id)
         if "/" in page_id or "\\" in page_id or ".." in page_id or page_id.endswith(".md"):
-            diags.append(Diagnostic(rel, line("id"), "error", f"id '{page_id}' looks like a path; use a name such as 'hw-tma'"))
+            diags.append(
+                Diagnostic(rel, line_of("id"), "error", f"id '{page_id}' looks like a path; use a name such as 'hw-tma'")
+            )
             ok = False
         elif not ID_PATTERN.match(page_id):
             diags.append(
-                Diagnostic(rel, line("id"), "error", f"id '{page_id}' may hold only lowercase letters, digits, '-', '_' and '.'")
+                Diagnostic(
+                    rel, line_of("id"), "error", f"id '{page_id}' may hold only lowercase letters, digits, '-', '_' and '.'"
+                )
             )
             ok = False
     if title is None or not str(title).strip():
@@ -187,17 +194,17 @@ def parse_page(raw: bytes, rel: str) -> tuple[Page | None, list[Diagnostic]]:
     page_type = str(data.get("type") or "concept")
     if page_type not in KNOWN_TYPES:
         diags.append(
-            Diagnostic(rel, line("type"), "warning", f"unknown type '{page_type}' (known: {', '.join(sorted(KNOWN_TYPES))})")
+            Diagnostic(rel, line_of("type"), "warning", f"unknown type '{page_type}' (known: {', '.join(sorted(KNOWN_TYPES))})")
         )
 
     archs: list[str] = []
-    for value in _as_list(data.get("architectures"), "architectures", line("architectures"), rel, diags, True):
+    for value in _as_list(data.get("architectures"), "architectures", line_of("architectures"), rel, diags, True):
         norm = normalize_architecture(value)
         if norm not in KNOWN_ARCHITECTURES:
             diags.append(
                 Diagnostic(
                     rel,
-                    line("architectures"),
+                    line_of("architectures"),
                     "error",
                     f"unknown architecture '{value}' (known: {', '.join(KNOWN_ARCHITECTURES)})",
                 )
@@ -206,7 +213,7 @@ def parse_page(raw: bytes, rel: str) -> tuple[Page | None, list[Diagnostic]]:
         elif norm not in archs:
             archs.append(norm)
 
-    lists = {key: _as_list(data.get(key), key, line(key), rel, diags, key != "languages") for key in LIST_FIELDS}
+    lists = {key: _as_list(data.get(key), key, line_of(key), rel, diags, key != "languages") for key in LIST_FIELDS}
     basis: list[dict[str, str]] = []
     raw_basis = data.get("evidence_basis")
     if raw_basis is not None:
@@ -215,14 +222,16 @@ def parse_page(raw: bytes, rel: str) -> tuple[Page | None, list[Diagnostic]]:
                 basis.append({"source_id": str(item["source_id"]), "evidence_type": str(item.get("evidence_type", ""))})
             else:
                 diags.append(
-                    Diagnostic(rel, line("evidence_basis"), "warning", f"evidence_basis item {item!r} needs a source_id; ignored")
+                    Diagnostic(
+                        rel, line_of("evidence_basis"), "warning", f"evidence_basis item {item!r} needs a source_id; ignored"
+                    )
                 )
 
     if not ok:
         return None, diags
     extra = {str(k): _json_safe(v) for k, v in data.items() if str(k) not in KNOWN_FIELDS}
     page = Page(
-        id=page_id,
+        id=str(page_id),  # a str already: the checks above turned it into one
         title=str(title).strip(),
         type=page_type,
         path=rel,

@@ -140,12 +140,12 @@ def layout(graph: dict[str, Any]) -> Layout:
     edges = []
     seen = set()
     for e in graph["edges"]:
-        a, b = index.get(e["source"]), index.get(e["target"])
-        if a is None or b is None or a == b or (a, b) in seen:
+        src, dst = index.get(e["source"]), index.get(e["target"])
+        if src is None or dst is None or src == dst or (src, dst) in seen:
             continue
-        seen.add((a, b))
+        seen.add((src, dst))
         edges.append(
-            Edge(e["source"], e["target"], e["kind"], round(px[a], 1), round(py[a], 1), round(px[b], 1), round(py[b], 1))
+            Edge(e["source"], e["target"], e["kind"], round(px[src], 1), round(py[src], 1), round(px[dst], 1), round(py[dst], 1))
         )
     return Layout(out_nodes, edges)
 

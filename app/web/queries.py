@@ -9,8 +9,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.engine import Connection
+from sqlmodel import col, select
 
 from app.models import EvidenceRow, PageRow, SnippetRow, StateRow
 
@@ -56,7 +56,7 @@ def snippet_errors(conn: Connection, page_id: str) -> dict[str, str]:
 
 def latest_run(conn: Connection) -> dict[str, Any] | None:
     """The newest evidence record's data (when, where, with which toolchain), or None."""
-    row = conn.execute(select(EvidenceRow.data).order_by(EvidenceRow.timestamp.desc()).limit(1)).first()
+    row = conn.execute(select(EvidenceRow.data).order_by(col(EvidenceRow.timestamp).desc()).limit(1)).first()
     return json.loads(row.data) if row else None
 
 
@@ -67,4 +67,4 @@ def generation(conn: Connection) -> int | None:
 
 def page_titles(conn: Connection, page_ids: list[str]) -> dict[str, str]:
     """Titles of the given pages (a window's, never the whole wiki's)."""
-    return dict(conn.execute(select(PageRow.id, PageRow.title).where(PageRow.id.in_(page_ids))).all()) if page_ids else {}
+    return dict(conn.execute(select(PageRow.id, PageRow.title).where(col(PageRow.id).in_(page_ids))).all()) if page_ids else {}
