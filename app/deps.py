@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-from typing import Annotated, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Annotated
 
 from fastapi import Depends, HTTPException, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from starlette.concurrency import run_in_threadpool
 from sqlalchemy.engine import Connection, Engine
+from starlette.concurrency import run_in_threadpool
 
 from app.settings import Settings
 from app.store import Filters, Store

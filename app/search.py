@@ -506,7 +506,7 @@ class SearchEngine:
             # Group by the page's number (a fast field), and read only the chosen sections' stored data.
             numbers = {self._page_no[pid]: pid for pid in ids if pid in self._page_no}
             chosen: dict[str, Any] = {}
-            for no, addr in zip(sections.searcher.fast_field_values("page_no", addrs), addrs):
+            for no, addr in zip(sections.searcher.fast_field_values("page_no", addrs), addrs, strict=True):
                 pid = numbers.get(no)
                 if pid is not None and pid not in chosen:
                     chosen[pid] = addr

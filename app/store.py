@@ -10,18 +10,19 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import Connection, Engine
 
+from app.claims import claim_problems, facts_from_public
 from app.db import chunks, create_schema, make_engine
 from app.evidence_status import StatusIndex, build_status_index, data_version
-from app.claims import claim_problems, facts_from_public
 from app.evidence_store import EvidenceStore, page_evidence_text
 from app.index import IndexReport, reindex
 from app.models import (
@@ -291,7 +292,7 @@ class Store:
             ]
             links = conn.execute(LinkRow.__table__.select().where(LinkRow.source_id == page_id).order_by(LinkRow.id)).all()
             back = conn.execute(select(LinkRow.source_id, LinkRow.kind).where(LinkRow.target_id == page_id)).all()
-            wanted = {l.target_id for l in links} | {b.source_id for b in back}
+            wanted = {ln.target_id for ln in links} | {b.source_id for b in back}
             info = {
                 r.id: r for r in conn.execute(select(PageRow.id, PageRow.title, PageRow.type, PageRow.meta).where(PageRow.id.in_(wanted)))
             }
@@ -301,8 +302,8 @@ class Store:
                 url = json.loads(r.meta).get("url") if r is not None else None
                 return LinkPublic(id=pid, title=r.title if r else None, type=r.type if r else None, resolved=resolved and r is not None, url=url if isinstance(url, str) else None)
 
-            related = [link(l.target_id, l.resolved) for l in links if l.kind == "related"]
-            sources = [link(l.target_id, l.resolved) for l in links if l.kind == "sources"]
+            related = [link(ln.target_id, ln.resolved) for ln in links if ln.kind == "related"]
+            sources = [link(ln.target_id, ln.resolved) for ln in links if ln.kind == "sources"]
             seen: set[str] = set()
             backlinks = []
             for b in sorted(back, key=lambda b: b.source_id):

@@ -18,7 +18,7 @@ import functools
 import html
 import re
 import unicodedata
-from typing import Iterator
+from collections.abc import Iterator
 
 WORD_PATTERN = r"\w+(?:(?:\.|::)\w+)*"
 """A word, or words joined by '.' or '::' (PTX mnemonics, CUDA scopes); also the index's tokenizer."""

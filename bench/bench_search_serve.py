@@ -86,7 +86,7 @@ def corpus_words(root: Path) -> Counter[str]:
 def distinct_stream(counts: Counter[str], n: int, seed: int = 7) -> list[str]:
     """n queries of one or two words, drawn by the corpus's own word frequencies."""
     rng = random.Random(seed)
-    words, weights = zip(*counts.items())
+    words, weights = zip(*counts.items(), strict=True)
     return [" ".join(rng.choices(words, weights, k=rng.choice((1, 2)))) for _ in range(n)]
 
 

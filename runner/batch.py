@@ -73,7 +73,7 @@ def split_ptxas_report(stderr: str, targets: list[str]) -> dict[str, str] | None
     if any(line.strip() for line in lines[: starts[0]]):
         return None  # a front-end message: which target's? build each alone
     parts: dict[str, str] = {}
-    for target, start, end in zip(targets, starts, [*starts[1:], len(lines)]):
+    for target, start, end in zip(targets, starts, [*starts[1:], len(lines)], strict=True):
         block = lines[start:end]
         if any(not (line.startswith("ptxas ") or line.startswith(" ") or not line.strip()) for line in block):
             return None
