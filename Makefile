@@ -15,6 +15,7 @@ BIN := $(VENV)/bin
 HOST ?= $(or $(KERNELWIKI_HOST),127.0.0.1)
 PORT ?= $(or $(KERNELWIKI_PORT),8000)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+PYTEST_JOBS ?= $(JOBS)
 CI ?=
 SERVE_STAMP := $(VENV)/.installed-serve
 TEST_STAMP := $(VENV)/.installed-test
@@ -92,7 +93,7 @@ verify-compile: $(TEST_STAMP)
 	else $(call missing,nvcc,install the CUDA toolkit 13 or set KERNELWIKI_NVCC,verify-compile does nothing); fi
 
 pytest: $(TEST_STAMP)
-	@start=$$SECONDS; $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) && \
+	@start=$$SECONDS; $(BIN)/python -m pytest -q -p no:cacheprovider -n $(PYTEST_JOBS) $(PYTEST_ARGS) && \
 	echo "make pytest: $$((SECONDS - start)) s"
 
 bench: $(TEST_STAMP)
