@@ -45,7 +45,9 @@ BENCHES = (
     Bench("verify", "bench_verify.py", ("--wiki", str(REPO / "tests" / "fixtures" / "wiki")), needs="nvcc"),
     Bench("compile_batch", "bench_compile_batch.py", ("--limit", "3"), needs="nvcc"),
     Bench("queue", "bench_queue.py", ("--jobs", "200", "--workers", "2"), needs="postgres"),
-    Bench("search_serve", "bench_search_serve.py", ("--pages", "1000", "--seconds", "3", "--queries", "2000"), needs="wrk+datasette"),
+    Bench(
+        "search_serve", "bench_search_serve.py", ("--pages", "1000", "--seconds", "3", "--queries", "2000"), needs="wrk+datasette"
+    ),
 )
 
 

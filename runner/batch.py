@@ -95,8 +95,9 @@ class _Shared:
 class TargetBatch:
     """The shared nvcc runs of one snippet for `targets`; thread-safe, each run made at most once."""
 
-    def __init__(self, snippet: Snippet, targets: list[str], toolchain: Toolchain, *, programs: bool,
-                 isolation: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, snippet: Snippet, targets: list[str], toolchain: Toolchain, *, programs: bool, isolation: str | None = None
+    ) -> None:
         self.snippet = snippet
         self.targets = list(dict.fromkeys(targets))
         self.toolchain = toolchain
@@ -147,12 +148,30 @@ class TargetBatch:
         gencodes = [gencode(t) for t in self.targets]
         if kind == "rdc":
             keep = workdir / "keep"
-            argv = [self.toolchain.nvcc or "nvcc", *gencodes, *BASE_NVCC_FLAGS,
-                    *snippet_nvcc_flags(self.snippet, compile_only=self.snippet.mode != "run"), tu.filename, "-c", "-o", "snippet.o"]  # fmt: skip
+            argv = [
+                self.toolchain.nvcc or "nvcc",
+                *gencodes,
+                *BASE_NVCC_FLAGS,
+                *snippet_nvcc_flags(self.snippet, compile_only=self.snippet.mode != "run"),
+                tu.filename,
+                "-c",
+                "-o",
+                "snippet.o",
+            ]
         else:
             keep = workdir / PROGRAM_KEEP_DIR
-            argv = [self.toolchain.nvcc or "nvcc", *gencodes, *PROGRAM_NVCC_FLAGS, "-keep", "-keep-dir", PROGRAM_KEEP_DIR,
-                    *snippet_nvcc_flags(self.snippet, compile_only=False), tu.filename, "-o", EXECUTABLE]  # fmt: skip
+            argv = [
+                self.toolchain.nvcc or "nvcc",
+                *gencodes,
+                *PROGRAM_NVCC_FLAGS,
+                "-keep",
+                "-keep-dir",
+                PROGRAM_KEEP_DIR,
+                *snippet_nvcc_flags(self.snippet, compile_only=False),
+                tu.filename,
+                "-o",
+                EXECUTABLE,
+            ]
         keep.mkdir()
         res = run_process(argv, workdir, COMPILE_TIMEOUT_S, limits=COMPILE_LIMITS, isolation=self.isolation)
         clean = not (res.error or res.timed_out or res.exit_code != 0 or res.truncated or res.stdout.text.strip())

@@ -133,7 +133,9 @@ def _fail_from(outcome: StepOutcome, snippet: Snippet, diag: dx.Diagnosis, combi
             outcome.detail = f"failed to compile as expected ({diag.kind}: {diag.message})"
         else:
             outcome.status = "fail"
-            outcome.detail = f"failed to compile, but the output lacks the expected text '{expected}'; first error: {diag.message}"
+            outcome.detail = (
+                f"failed to compile, but the output lacks the expected text '{expected}'; first error: {diag.message}"
+            )
         return outcome
     outcome.status = "fail"
     outcome.detail = diag.message
@@ -141,7 +143,12 @@ def _fail_from(outcome: StepOutcome, snippet: Snippet, diag: dx.Diagnosis, combi
 
 
 def build_snippet(
-    snippet: Snippet, target: str, toolchain: Toolchain, *, want_program: bool, isolation: str | None = None,
+    snippet: Snippet,
+    target: str,
+    toolchain: Toolchain,
+    *,
+    want_program: bool,
+    isolation: str | None = None,
     batch: SharedBuilds | None = None,
 ) -> Build:
     """Compile `snippet` for `target` in a fresh folder; `want_program` links an executable for a run.
@@ -225,7 +232,12 @@ def build_snippet(
 
 
 def _link_whole_program(
-    build: Build, snippet: Snippet, target: str, toolchain: Toolchain, flags: list[str], isolation: str | None,
+    build: Build,
+    snippet: Snippet,
+    target: str,
+    toolchain: Toolchain,
+    flags: list[str],
+    isolation: str | None,
     batch: SharedBuilds | None = None,
 ) -> None:
     """Build the executable that runs, in whole-program mode, as a user would; its resources replace the -rdc ones."""
@@ -272,13 +284,15 @@ def _apply_regex_checks(outcome: StepOutcome, snippet: Snippet, kind: str, text:
     if failed and outcome.status == "pass":
         outcome.status = "fail"
         outcome.kind = f"{kind} check failed"
-        outcome.detail = "; ".join(f"{r['kind']}=\"{r['pattern']}\": {r['detail']}" for r in failed)
+        outcome.detail = "; ".join(f'{r["kind"]}="{r["pattern"]}": {r["detail"]}' for r in failed)
 
 
 def _build_ptx(build: Build, snippet: Snippet, target: str, toolchain: Toolchain, isolation: str | None) -> Build:
     module = build.tu.text
     if not is_complete_ptx_module(module):
-        build.outcome = StepOutcome(step="compile", status="unverified", detail="PTX fragment: not a complete module", kind="not verifiable")
+        build.outcome = StepOutcome(
+            step="compile", status="unverified", detail="PTX fragment: not a complete module", kind="not verifiable"
+        )
         return build
     if not toolchain.ptxas:
         build.outcome.detail = "ptxas not found"
@@ -334,14 +348,28 @@ def sass_step(build: Build, snippet: Snippet, target: str, toolchain: Toolchain,
         return StepOutcome(step="sass", status="skipped", detail=f"SASS not checked: {toolchain.sass_missing_reason}")
     env = {"NVDISASM_PATH": str(Path(toolchain.nvdisasm or "").parent)}
     res = run_process(
-        [tool, "-sass", str(build.device_binary)], build.workdir, SASS_TIMEOUT_S,
-        limits=COMPILE_LIMITS, isolation=isolation, extra_env=env, head_bytes=SASS_OUTPUT_CAP, tail_bytes=1024,
-    )  # fmt: skip
-    outcome = StepOutcome(step="sass", status="pass", exit_code=res.exit_code, duration_s=res.duration_s, isolation=res.isolation,
-                          command=shlex.join(res.argv))  # fmt: skip
+        [tool, "-sass", str(build.device_binary)],
+        build.workdir,
+        SASS_TIMEOUT_S,
+        limits=COMPILE_LIMITS,
+        isolation=isolation,
+        extra_env=env,
+        head_bytes=SASS_OUTPUT_CAP,
+        tail_bytes=1024,
+    )
+    outcome = StepOutcome(
+        step="sass",
+        status="pass",
+        exit_code=res.exit_code,
+        duration_s=res.duration_s,
+        isolation=res.isolation,
+        command=shlex.join(res.argv),
+    )
     if res.error or res.timed_out or res.exit_code != 0 or res.stdout.truncated:
         outcome.status = "error"
-        reason = res.error or ("timed out" if res.timed_out else "output too large" if res.stdout.truncated else f"exit status {res.exit_code}")
+        reason = res.error or (
+            "timed out" if res.timed_out else "output too large" if res.stdout.truncated else f"exit status {res.exit_code}"
+        )
         outcome.detail = f"cuobjdump -sass failed: {reason}"
         outcome.output = shorten(res.output)
         return outcome

@@ -77,7 +77,9 @@ def _ignored(path: str, patterns: list[str]) -> bool:
     for pattern in patterns:
         negate = pattern.startswith("!")
         pattern = pattern.lstrip("!").rstrip("/")
-        match = fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(path, pattern.removeprefix("**/")) or path.startswith(pattern + "/")
+        match = (
+            fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(path, pattern.removeprefix("**/")) or path.startswith(pattern + "/")
+        )
         if match:
             ignored = not negate
     return ignored
@@ -110,14 +112,18 @@ def _substitute(command: str, values: dict[str, str]) -> str:
 def _isolated_pip_env() -> dict[str, str]:
     """pip that can reach no index: no config file, no find-links, an index URL nobody answers."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=UNREACHABLE_INDEX, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_RETRIES="0", PIP_TIMEOUT="2")
+    env.update(
+        PIP_CONFIG_FILE=os.devnull,
+        PIP_INDEX_URL=UNREACHABLE_INDEX,
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PIP_RETRIES="0",
+        PIP_TIMEOUT="2",
+    )
     return env
 
 
 def test_hadolint_finds_nothing() -> None:
-    done = subprocess.run(
-        [hadolint(), "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=HADOLINT_TIMEOUT_S
-    )
+    done = subprocess.run([hadolint(), "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=HADOLINT_TIMEOUT_S)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -168,14 +174,22 @@ def test_the_build_stage_builds_the_wheel_both_images_install_without_an_index(t
     for stage in ("service", "runner"):
         install = next(r for w, r in s[stage] if w == "RUN" and "/dist" in r)
         first = install.split("&&")[0].strip()
-        assert "--no-index" in first.split() and "/dist/" in first, f"{stage}: the first install must take kernelwiki from /dist alone"
+        assert "--no-index" in first.split() and "/dist/" in first, (
+            f"{stage}: the first install must take kernelwiki from /dist alone"
+        )
         env_dir = tmp_path / f"venv-{stage}"
         venv.EnvBuilder(with_pip=False).create(env_dir)  # this pip installs into it (--python): no ensurepip
         pip = f"{shlex.quote(sys.executable)} -m pip --python {shlex.quote(str(env_dir / 'bin' / 'python'))}"
         command = _substitute(first, {"KERNELWIKI_VERSION": version}).replace("/dist", str(dist))
         command = re.sub(r"^\S*pip ", pip + " ", command)
-        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=_isolated_pip_env())
+        done = subprocess.run(
+            ["bash", "-c", command], capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=_isolated_pip_env()
+        )
         assert done.returncode == 0, f"{stage}: {command}\n{done.stdout}{done.stderr}"
-        shown = subprocess.run([str(env_dir / "bin" / "python"), "-c", "import importlib.metadata as m; print(m.version('kernelwiki'))"],
-                               capture_output=True, text=True, timeout=PIP_TIMEOUT_S)  # fmt: skip
+        shown = subprocess.run(
+            [str(env_dir / "bin" / "python"), "-c", "import importlib.metadata as m; print(m.version('kernelwiki'))"],
+            capture_output=True,
+            text=True,
+            timeout=PIP_TIMEOUT_S,
+        )
         assert shown.stdout.strip() == version, shown.stdout + shown.stderr

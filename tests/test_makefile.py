@@ -28,8 +28,14 @@ def make(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedPro
     (fake / "id").chmod(0o755)
     environment = {k: v for k, v in os.environ.items() if k not in ("CI", "MAKEFLAGS", "MAKELEVEL")}
     environment.update(PATH=f"{fake}:{os.environ['PATH']}", **env)
-    return subprocess.run([make_bin, "-s", "-C", str(REPO), *args], capture_output=True, text=True,
-                          timeout=MAKE_TIMEOUT_S, env=environment, check=False)  # fmt: skip
+    return subprocess.run(
+        [make_bin, "-s", "-C", str(REPO), *args],
+        capture_output=True,
+        text=True,
+        timeout=MAKE_TIMEOUT_S,
+        env=environment,
+        check=False,
+    )
 
 
 def test_make_serve_takes_port_and_host_and_installs_no_extras(tmp_path: Path) -> None:

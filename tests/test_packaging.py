@@ -109,7 +109,9 @@ def test_every_imported_package_is_declared_in_pyproject() -> None:
         if not dists:
             undeclared.append(f"{path.relative_to(REPO)}:{line}: imports '{module}', which no installed distribution provides")
         elif not dists & everything:
-            undeclared.append(f"{path.relative_to(REPO)}:{line}: imports '{module}' ({', '.join(sorted(dists))}), not declared in pyproject.toml")
+            undeclared.append(
+                f"{path.relative_to(REPO)}:{line}: imports '{module}' ({', '.join(sorted(dists))}), not declared in pyproject.toml"
+            )
     assert not undeclared, "\n".join(sorted(set(undeclared)))
 
 
@@ -166,8 +168,11 @@ def test_a_bare_install_indexes_searches_and_serves_on_sqlite(tmp_path: Path) ->
     port = _free_port()
     server = subprocess.Popen(
         [cli, "serve", "--wiki", str(wiki), "--db", db, "--host", "127.0.0.1", "--port", str(port)],
-        cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + SERVE_START_TIMEOUT_S
         health = None
