@@ -225,7 +225,7 @@ def build_snippet(
         cubin = sorted(keep.glob("*.cubin"))
         build.device_binary = cubin[0] if cubin else workdir / "snippet.o"
         if not compile_only and outcome.status == "pass":
-            _link_whole_program(build, snippet, target, toolchain, flags, isolation, batch)
+            _link_whole_program(build, snippet, target, toolchain.nvcc, flags, isolation, batch)
     if not compile_only and build.outcome.status == "pass":
         build.program = [EXECUTABLE]
     return build
@@ -235,13 +235,13 @@ def _link_whole_program(
     build: Build,
     snippet: Snippet,
     target: str,
-    toolchain: Toolchain,
+    nvcc: str,
     flags: list[str],
     isolation: str | None,
     batch: SharedBuilds | None = None,
 ) -> None:
     """Build the executable that runs, in whole-program mode, as a user would; its resources replace the -rdc ones."""
-    argv = [toolchain.nvcc, gencode(target), *PROGRAM_NVCC_FLAGS, *flags, build.tu.filename, "-o", EXECUTABLE]
+    argv = [nvcc, gencode(target), *PROGRAM_NVCC_FLAGS, *flags, build.tu.filename, "-o", EXECUTABLE]
     shared = batch.program_result(target, build.workdir) if batch is not None else None
     res = shared or run_process(argv, build.workdir, COMPILE_TIMEOUT_S, limits=COMPILE_LIMITS, isolation=isolation)
     outcome = build.outcome
