@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Query, Request
@@ -45,7 +46,14 @@ async def get_conn(request: Request) -> AsyncIterator[Connection]:
     cancelled request never gets, and 64 clients that disconnect at once then
     leaked the whole pool (every later request waited 30 s and failed).
     """
-    engine = app_store(request).engine
+    async with request_connection(request, app_store(request)) as conn:
+        yield conn
+
+
+@asynccontextmanager
+async def request_connection(request: Request, store: Store) -> AsyncIterator[Connection]:
+    """`get_conn`'s checkout, for routes served without FastAPI's dependencies (app/api/search.py's lean route)."""
+    engine = store.engine
     slots = _pool_slots(request, engine)
     taken: list[Connection] = []  # filled in the worker thread, so a checkout finished after a hang-up is still closed
 
@@ -54,12 +62,21 @@ async def get_conn(request: Request) -> AsyncIterator[Connection]:
 
     await slots.acquire()  # waits on the event loop, never in a worker thread (threads blocked on the pool deadlocked it)
     try:
-        await run_in_threadpool(checkout)  # a slot guarantees a free connection: this never waits for the pool
+        if _idle_connections(engine) > 0:
+            checkout()  # an open connection is waiting in the pool: taking it costs less than a worker-thread hop
+        else:
+            await run_in_threadpool(checkout)  # opening one may block; a slot guarantees the pool never makes it wait
         yield taken[0]
     finally:
         for conn in taken:
             conn.close()
         slots.release()
+
+
+def _idle_connections(engine: Engine) -> int:
+    """Open connections waiting in the pool (0 when the pool cannot say)."""
+    checkedin = getattr(engine.pool, "checkedin", None)
+    return checkedin() if callable(checkedin) else 0
 
 
 def _pool_slots(request: Request, engine: Engine) -> asyncio.Semaphore:
@@ -89,10 +106,15 @@ async def get_filters(  # async: without filters no I/O at all, with them one in
     confidence: Annotated[str | None, Query(**_FILTER)] = None,
 ) -> Filters:
     filters = Filters(type=type or None, arch=arch or None, tag=tag or None, language=language or None, confidence=confidence or None)
+    check_filters(store, filters, conn)
+    return filters
+
+
+def check_filters(store: Store, filters: Filters, conn: Connection) -> None:
+    """422 naming each filter value no page can have, with the values allowed."""
     problems = store.filter_problems(filters, conn=conn)
     if problems:  # a value no page can have is a mistake to name, not an empty answer
         raise HTTPException(422, [{"loc": ["query", p.parameter], "msg": p.message, "type": "value_error", "allowed": p.allowed} for p in problems])
-    return filters
 
 
 FiltersDep = Annotated[Filters, Depends(get_filters)]

@@ -140,6 +140,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     app.state.index_status = IndexStatus()
     for router in (search.router, pages.router, snippets.router, evidence.router, health.router, docs.router):
         app.include_router(router)
+    search.install(app)  # the lean /api/search route, in front of the declared one
     install_agents(app)  # /llms.txt, /pages/{id}.md (before the HTML /pages/{id}), MCP at /mcp
     docs.install(app)
     install_error_handlers(app, install_web(app))

@@ -100,7 +100,8 @@ def run_server(settings: Settings, workers: int, say: Say, warn: Say) -> int:
         warn(line)
         return 1
     url = f"http://{settings.host}:{settings.port}"
-    common = {"log_level": "info", "timeout_graceful_shutdown": settings.shutdown_timeout_s, "timeout_keep_alive": 5}
+    common = {"log_level": "info", "access_log": settings.access_log, "timeout_graceful_shutdown": settings.shutdown_timeout_s,
+              "timeout_keep_alive": 5}  # fmt: skip
     if workers == 1:
         store.engine.dispose()  # the app's lifespan opens its own
         say(f"serving {url} (indexing {settings.wiki} in the background{'; watching for changes' if settings.watch else ''}; "

@@ -18,6 +18,7 @@ class Settings(BaseSettings):
     evidence: Path = Path("evidence")  # folder of committed evidence JSONL, loaded at start
     host: str = "127.0.0.1"
     port: int = 8000
+    access_log: bool = True  # one log line per request from `kernelwiki serve`; the search benchmark turns it off
     runner_token: SecretStr | None = None  # required by POST /api/evidence; unset refuses all posts
     index_on_start: bool = True  # reindex the wiki when the app starts
     search_max_query_chars: int = 2000  # longer queries are cut (never an error)
