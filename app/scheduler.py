@@ -181,8 +181,10 @@ class Scheduler:
         for p in planned:
             waiting = queued.get(lock_of(p.snippet_id, p.target))
             if waiting is not None:
-                job_id, waiting_hash = waiting
-                if waiting_hash == p.content_hash:
+                job_id, waiting_hash, waiting_forced = waiting
+                # The waiting job does what this one would, unless this one is forced and it is not
+                # (a forced fan-out must not be swallowed by the on-edit job queued at start).
+                if waiting_hash == p.content_hash and (waiting_forced or not force):
                     report.already_queued += 1
                     continue
                 if self.app.job_manager.cancel_job_by_id(job_id):
@@ -208,17 +210,18 @@ class Scheduler:
             report.queued += 1
             report.by_target[job.queue] += 1
 
-    def _queued(self, locks: set[str]) -> dict[str, tuple[int, str]]:
-        """Waiting verification jobs by queueing lock: (job id, content hash)."""
+    def _queued(self, locks: set[str]) -> dict[str, tuple[int, str, bool]]:
+        """Waiting verification jobs by queueing lock: (job id, content hash, forced)."""
         if not locks:
             return {}
         rows = self.app.connector.get_sync_connector().execute_query_all(
-            query="SELECT id, queueing_lock, args->>'content_hash' AS content_hash FROM procrastinate_jobs "
+            query="SELECT id, queueing_lock, args->>'content_hash' AS content_hash, "
+            "coalesce((args->>'force')::boolean, false) AS force FROM procrastinate_jobs "
             "WHERE status = 'todo' AND task_name = %(task)s AND queueing_lock = ANY(%(locks)s)",
             task=VERIFY,
             locks=sorted(locks),
         )
-        return {r["queueing_lock"]: (r["id"], r["content_hash"]) for r in rows}
+        return {r["queueing_lock"]: (r["id"], r["content_hash"], bool(r["force"])) for r in rows}
 
     def _jobbed(self, snippet_ids: set[str]) -> set[tuple[str, str, str]]:
         """(snippet, target, content hash) that have a verification job in any state."""

@@ -137,18 +137,35 @@ def test_the_scheduler_process_queues_edits_on_its_cron(fleet: Fleet, qwiki: Pat
     write_page(qwiki, "cron", [("sm_100a", "")])
     fleet.store.reindex(qwiki)
     env = fleet.env(KERNELWIKI_DB=fleet.settings.db, KERNELWIKI_SWEEP_CRON="* * * * * */1")
-    log = (fleet.logs / "scheduler.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "worker", "--scheduler"],
-        cwd=REPO,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-    )
+    with (fleet.logs / "scheduler.log").open("wb") as log:  # the scheduler writes to its own copy of the file
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "worker", "--scheduler"],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
     fleet.procs["scheduler"] = proc
     jobs = wait_for(lambda: queued_jobs(fleet), timeout=60, what="the sweep to queue the snippet")
     assert [(j["args"]["snippet_id"], j["queue_name"]) for j in jobs] == [("cron:1", "sm_100a")]
+
+
+def test_a_forced_fan_out_replaces_waiting_unforced_jobs_once(fleet: Fleet, qwiki: Path) -> None:
+    write_page(qwiki, "forced", [("sm_90a,sm_100a", "")])
+    fleet.store.reindex(qwiki)
+    scheduler = fleet.scheduler()
+    try:
+        assert scheduler.enqueue(missing_only=True).queued == 2  # on edit: not forced
+        forced = scheduler.enqueue(force=True)  # `kernelwiki jobs --enqueue --force` right after
+        assert (forced.queued, forced.replaced, forced.already_queued) == (2, 2, 0)
+        again = scheduler.enqueue(force=True)
+        assert (again.queued, again.already_queued) == (0, 2)
+        assert scheduler.enqueue().already_queued == 2  # an unforced one adds nothing to a forced job
+    finally:
+        scheduler.app.close()
+    waiting = [j for j in queued_jobs(fleet) if j["status"] == "todo"]
+    assert len(waiting) == 2 and all(j["args"]["force"] for j in waiting)
 
 
 def test_jobs_shows_queued_running_stalled_and_failed_per_target(fleet: Fleet, qwiki: Path) -> None:
