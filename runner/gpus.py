@@ -151,8 +151,8 @@ def discover_gpus() -> list[Gpu]:
 def _driver_fingerprint() -> str | None:
     """What identifies this boot's GPU set cheaply: boot id, driver version, GPU bus ids, visible devices."""
     try:
-        boot = open("/proc/sys/kernel/random/boot_id").read().strip()
-        driver = open("/proc/driver/nvidia/version").read().strip()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        driver = Path("/proc/driver/nvidia/version").read_text().strip()
         buses = sorted(os.listdir("/proc/driver/nvidia/gpus"))
     except OSError:
         return None
