@@ -65,7 +65,9 @@ cleanup() {
     fi
     if [ "$keep" = 0 ]; then rm -rf "$state"; else say "state kept in $state"; fi
 }
-trap cleanup INT TERM EXIT
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # -- PostgreSQL -------------------------------------------------------------------
 pg_port="${KW_PG_PORT:-5432}"
