@@ -28,7 +28,7 @@ from runner.evidence import EvidenceRecord  # noqa: E402
 TOOLCHAIN = "nvcc test-1.0"
 MARKERS = Path(os.environ.get("KW_TEST_MARKERS", "."))
 HANG_AFTER_POST = os.environ.get("KW_TEST_HANG_AFTER_POST", "")
-NAME = sys.argv[2] if len(sys.argv) > 2 else "worker"
+NAME = "worker"  # the worker's name: its second argument when run as a program (not pytest's argv when imported)
 
 
 def marker(snippet_id: str, target: str, what: str) -> Path:
@@ -82,6 +82,7 @@ class HangingClient(EvidenceClient):
 if __name__ == "__main__":
     import logging
 
+    NAME = sys.argv[2] if len(sys.argv) > 2 else NAME
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     worker.EvidenceClient = HangingClient  # type: ignore[misc]  # the name run_gpu_worker builds its client from
     worker.run_gpu_worker(Settings(), sys.argv[1], verify=fake_verify, toolchain_label=TOOLCHAIN, name=NAME)

@@ -65,6 +65,7 @@ class Fleet:
     markers: Path
     logs: Path
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    clients: list[Any] = field(default_factory=list)  # in-process EvidenceClients, closed by stop()
 
     def env(self, **extra: str) -> dict[str, str]:
         s = self.settings
@@ -86,15 +87,15 @@ class Fleet:
         return env
 
     def start_worker(self, target: str, name: str, **extra_env: str) -> subprocess.Popen:
-        log = (self.logs / f"{name}.log").open("wb")
-        proc = subprocess.Popen(
-            [sys.executable, str(HERE / "fake_worker.py"), target, name],
-            cwd=REPO,
-            env=self.env(**extra_env),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
+        with (self.logs / f"{name}.log").open("wb") as log:  # the worker writes to its own copy of the file
+            proc = subprocess.Popen(
+                [sys.executable, str(HERE / "fake_worker.py"), target, name],
+                cwd=REPO,
+                env=self.env(**extra_env),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
         self.procs[name] = proc
         return proc
 
@@ -133,6 +134,8 @@ class Fleet:
             ).fetchall()
 
     def stop(self) -> None:
+        for client in self.clients:
+            client.close()
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)

@@ -36,7 +36,9 @@ def runtime(fleet: Fleet, target: str = "sm_90a", toolchain: str = TOOLCHAIN):  
             r["toolchain"] = toolchain
         return records
 
-    rt = Runtime([target], toolchain, EvidenceClient(fleet.url, TOKEN, 10), verify, "inproc")
+    client = EvidenceClient(fleet.url, TOKEN, 10)
+    fleet.clients.append(client)
+    rt = Runtime([target], toolchain, client, verify, "inproc")
     rt.calls = calls  # type: ignore[attr-defined]
     return rt
 
