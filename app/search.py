@@ -187,7 +187,9 @@ class SearchEngine:
             if generation == self.generation:
                 return
             # A page's content hash and path: a page is re-added when either changed.
-            current = {pid: f"{h}\0{path}" for pid, h, path in conn.execute(select(PageRow.id, PageRow.content_hash, PageRow.path))}
+            current = {
+                pid: f"{h}\0{path}" for pid, h, path in conn.execute(select(PageRow.id, PageRow.content_hash, PageRow.path))
+            }
             changed = sorted(pid for pid, h in current.items() if self._hashes.get(pid) != h)
             removed = sorted(pid for pid in self._hashes if pid not in current)
             if changed or removed:
@@ -210,12 +212,15 @@ class SearchEngine:
             sections: dict[str, list[Any]] = {}
             for row in conn.execute(
                 select(SectionRow.page_id, SectionRow.position, SectionRow.heading, SectionRow.anchor, SectionRow.text)
-                .where(SectionRow.page_id.in_(chunk)).order_by(SectionRow.page_id, SectionRow.position)
-            ):  # fmt: skip
+                .where(SectionRow.page_id.in_(chunk))
+                .order_by(SectionRow.page_id, SectionRow.position)
+            ):
                 sections.setdefault(row.page_id, []).append(row)
             for row in conn.execute(
-                select(PageRow.id, PageRow.title, PageRow.type, PageRow.path, PageRow.confidence, PageRow.meta).where(PageRow.id.in_(chunk))
-            ):  # fmt: skip
+                select(PageRow.id, PageRow.title, PageRow.type, PageRow.path, PageRow.confidence, PageRow.meta).where(
+                    PageRow.id.in_(chunk)
+                )
+            ):
                 self._add_page(row, sections.get(row.id, []))
         self.pages.commit()
         self.sections.commit()
@@ -302,7 +307,9 @@ class SearchEngine:
 
     # -- searching ---------------------------------------------------------------
 
-    def search(self, query: str, filters: dict[str, str], params: dict[str, str], limit: int = 20, offset: int = 0) -> SearchPublic:
+    def search(
+        self, query: str, filters: dict[str, str], params: dict[str, str], limit: int = 20, offset: int = 0
+    ) -> SearchPublic:
         """Ranked, filtered, faceted page search; `filters` hold index values, `params` the caller's spelling."""
         started = time.perf_counter()
         key = (Window(" ".join(query.lower().split()), tuple(sorted(filters.items())), limit, offset), self.generation)
@@ -365,8 +372,17 @@ class SearchEngine:
         if offset + limit < total:
             next_q = urlencode({"q": query, **params, "limit": limit, "offset": offset + limit})
         facets = self._facets(searcher, page_query if total and page_query is not None else None, must, exact)
-        return SearchPublic(query=query, total=total, limit=limit, offset=offset, next=next_q, results=results,
-                            facets=facets, did_you_mean=did_you_mean, took_ms=0.0)  # fmt: skip
+        return SearchPublic(
+            query=query,
+            total=total,
+            limit=limit,
+            offset=offset,
+            next=next_q,
+            results=results,
+            facets=facets,
+            did_you_mean=did_you_mean,
+            took_ms=0.0,
+        )
 
     def _filter_clauses(self, filters: dict[str, str]) -> list[Any]:
         schema = self.pages.schema
@@ -374,7 +390,9 @@ class SearchEngine:
         for name, value in filters.items():
             term = tantivy.Query.term_query(schema, name, value)
             if name == "language":  # a page for any language ('*') passes every language filter
-                term = tantivy.Query.boolean_query([(tantivy.Occur.Should, term), (tantivy.Occur.Should, tantivy.Query.term_query(schema, name, "*"))])
+                term = tantivy.Query.boolean_query(
+                    [(tantivy.Occur.Should, term), (tantivy.Occur.Should, tantivy.Query.term_query(schema, name, "*"))]
+                )
             clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(term, 0.0)))
         return clauses
 
@@ -396,12 +414,14 @@ class SearchEngine:
                     (term, PREFIX_WEIGHT if term.startswith(word) else ROOT_WEIGHT)
                     for term, _n in searcher.terms_with_prefix(name, stem, limit=PREFIX_EXPANSIONS + 1)
                     if term != word
-                ]  # fmt: skip
+                ]
                 if terms:
                     found[name] = terms[:PREFIX_EXPANSIONS]
         return found
 
-    def _word_clause(self, schema: Any, fields: dict[str, float], variants: Variants, source: dict[str, str] | None = None) -> Any:
+    def _word_clause(
+        self, schema: Any, fields: dict[str, float], variants: Variants, source: dict[str, str] | None = None
+    ) -> Any:
         subs = [
             (tantivy.Occur.Should, tantivy.Query.boost_query(tantivy.Query.term_query(schema, name, term), boost * weight))
             for name, boost in fields.items()
@@ -409,14 +429,20 @@ class SearchEngine:
         ]
         return tantivy.Query.boolean_query(subs)
 
-    def _page_query(self, words: list[str], variants: dict[str, Variants], must: list[Any], at_least: int,
-                    runs: list[str] | None = None) -> Any:  # fmt: skip
+    def _page_query(
+        self, words: list[str], variants: dict[str, Variants], must: list[Any], at_least: int, runs: list[str] | None = None
+    ) -> Any:
         """Pages with at least `at_least` of the words; a run of query words that is a page's alias or title scores extra."""
         schema = self.pages.schema
         clauses = [(tantivy.Occur.Should, self._word_clause(schema, PAGE_FIELDS, variants[w])) for w in words]
         text = tantivy.Query.boolean_query(clauses, minimum_number_should_match=min(at_least, len(clauses)))
         bonus = [
-            (tantivy.Occur.Should, tantivy.Query.const_score_query(tantivy.Query.term_query(schema, field, run), PHRASE_SCORE * (run.count(" ") + 1)))
+            (
+                tantivy.Occur.Should,
+                tantivy.Query.const_score_query(
+                    tantivy.Query.term_query(schema, field, run), PHRASE_SCORE * (run.count(" ") + 1)
+                ),
+            )
             for run in runs or []
             for field in ("alias_exact", "title_exact")
         ]
@@ -430,10 +456,12 @@ class SearchEngine:
         if not needle or len(needle) > MAX_WORD:
             return None
         # One search: an id match outranks an alias match, which outranks a title match.
-        names = tantivy.Query.boolean_query([
-            (tantivy.Occur.Should, tantivy.Query.const_score_query(tantivy.Query.term_query(schema, field, needle), rank))
-            for field, rank in (("id", 3.0), ("alias_exact", 2.0), ("title_exact", 1.0))
-        ])  # fmt: skip
+        names = tantivy.Query.boolean_query(
+            [
+                (tantivy.Occur.Should, tantivy.Query.const_score_query(tantivy.Query.term_query(schema, field, needle), rank))
+                for field, rank in (("id", 3.0), ("alias_exact", 2.0), ("title_exact", 1.0))
+            ]
+        )
         found = searcher.search(tantivy.Query.boolean_query([(tantivy.Occur.Must, names), *must]), limit=1, count=False)
         return found.hits[0][1] if found.hits else None
 
@@ -457,7 +485,11 @@ class SearchEngine:
         return fixed
 
     def _known(self, searcher: Any, variants: Variants) -> bool:
-        return len(variants) > 1 or len(variants[ALL]) > 1 or any(searcher.doc_freq(name, variants[ALL][0][0]) for name in PAGE_FIELDS)
+        return (
+            len(variants) > 1
+            or len(variants[ALL]) > 1
+            or any(searcher.doc_freq(name, variants[ALL][0][0]) for name in PAGE_FIELDS)
+        )
 
     def _facets(self, searcher: Any, page_query: Any, must: list[Any], exact: Any) -> dict[str, dict[str, int]]:
         if page_query is None and exact is None:
@@ -473,8 +505,9 @@ class SearchEngine:
         found = searcher.aggregate(page_query, spec)
         return {name: {b["key"]: b["doc_count"] for b in found[name]["buckets"]} for name in spec}
 
-    def _results(self, searcher: Any, window: list[tuple[float, Any]], words: list[str],
-                 variants: dict[str, Variants], wanted: set[str]) -> list[SearchResult]:  # fmt: skip
+    def _results(
+        self, searcher: Any, window: list[tuple[float, Any]], words: list[str], variants: dict[str, Variants], wanted: set[str]
+    ) -> list[SearchResult]:
         if not window:
             return []
         pages = [(score, json.loads(bytes(searcher.doc(addr)["data"][0]))) for score, addr in window]
@@ -483,12 +516,18 @@ class SearchEngine:
         out = []
         for score, page in pages:
             sec = best.get(page["id"]) or {"heading": page["title"], "anchor": "", "text": page["title"]}
-            out.append(SearchResult(
-                id=page["id"], title=page["title"], type=page["type"], path=page["path"],
-                architectures=page["architectures"], score=round(score, 4),
-                section=SectionRef(heading=sec["heading"], anchor=sec["anchor"]),
-                snippet=excerpt(sec["text"], wanted) or excerpt(page["title"], wanted),
-            ))  # fmt: skip
+            out.append(
+                SearchResult(
+                    id=page["id"],
+                    title=page["title"],
+                    type=page["type"],
+                    path=page["path"],
+                    architectures=page["architectures"],
+                    score=round(score, 4),
+                    section=SectionRef(heading=sec["heading"], anchor=sec["anchor"]),
+                    snippet=excerpt(sec["text"], wanted) or excerpt(page["title"], wanted),
+                )
+            )
         return out
 
     def _best_sections(self, ids: list[str], words: list[str], variants: dict[str, Variants]) -> dict[str, dict[str, str]]:
@@ -501,7 +540,9 @@ class SearchEngine:
             text = tantivy.Query.boolean_query(
                 [(tantivy.Occur.Should, self._word_clause(schema, SECTION_FIELDS, variants[w], SECTION_SOURCE)) for w in words]
             )
-            found = sections.searcher.search(tantivy.Query.boolean_query([within, (tantivy.Occur.Must, text)]), limit=len(ids) * 16, count=False)
+            found = sections.searcher.search(
+                tantivy.Query.boolean_query([within, (tantivy.Occur.Must, text)]), limit=len(ids) * 16, count=False
+            )
             addrs = [addr for _score, addr in found.hits]
             # Group by the page's number (a fast field), and read only the chosen sections' stored data.
             numbers = {self._page_no[pid]: pid for pid in ids if pid in self._page_no}

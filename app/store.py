@@ -91,7 +91,14 @@ def _normalize_arch(value: str) -> str:
 class Store:
     """SQL index access for one database URL."""
 
-    def __init__(self, url: str, pool_size: int | None = None, max_overflow: int | None = None, pool_timeout: float | None = None, search_engine: SearchEngine | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        pool_size: int | None = None,
+        max_overflow: int | None = None,
+        pool_timeout: float | None = None,
+        search_engine: SearchEngine | None = None,
+    ) -> None:
         self.url = url
         self.engine: Engine = make_engine(url, pool_size=pool_size, max_overflow=max_overflow, pool_timeout=pool_timeout)
         self.evidence = EvidenceStore(self.engine)
@@ -144,9 +151,7 @@ class Store:
             parts.append(f"{column} IN (SELECT page_id FROM tag WHERE lower(tag) = lower(:f_tag))")
             params["f_tag"] = filters.tag
         if filters.language:
-            parts.append(
-                f"{column} IN (SELECT page_id FROM language WHERE lower(language) = lower(:f_lang) OR language = '*')"
-            )
+            parts.append(f"{column} IN (SELECT page_id FROM language WHERE lower(language) = lower(:f_lang) OR language = '*')")
             params["f_lang"] = filters.language
         return "".join(" AND " + p for p in parts), params
 
@@ -187,7 +192,15 @@ class Store:
                     return found
         return None
 
-    def search(self, query: str, filters: Filters, limit: int = 20, offset: int = 0, max_chars: int = 2000, conn: Connection | None = None) -> SearchPublic:
+    def search(
+        self,
+        query: str,
+        filters: Filters,
+        limit: int = 20,
+        offset: int = 0,
+        max_chars: int = 2000,
+        conn: Connection | None = None,
+    ) -> SearchPublic:
         """Ranked, filtered, faceted search (app.search); any input gives results or none.
 
         `conn` serves one small query: the index generation, so this process's
@@ -216,7 +229,9 @@ class Store:
 
     # -- pages -----------------------------------------------------------------
 
-    def list_pages(self, filters: Filters, limit: int = 50, offset: int = 0, conn: Connection | None = None, facets: bool = True) -> PageList:
+    def list_pages(
+        self, filters: Filters, limit: int = 50, offset: int = 0, conn: Connection | None = None, facets: bool = True
+    ) -> PageList:
         """One window of the filtered pages, ordered by type and title: paged, counted and faceted in SQL."""
         filter_sql, params = self._filter_sql(filters, column="id")
         where = "WHERE 1=1" + filter_sql
@@ -225,14 +240,41 @@ class Store:
             # The window's ids first, walking ix_page_listing in order (on SQLite `+id` keeps the planner from
             # probing the primary key once per filtered page and sorting them all), then only the window's rows.
             walk = "WHERE 1=1" + self._filter_sql(filters, column="+id" if conn.dialect.name == "sqlite" else "id")[0]
-            ids = [r[0] for r in conn.execute(text(f"SELECT id FROM page {walk} ORDER BY type, title, id LIMIT :lim OFFSET :off"), {**params, "lim": limit, "off": offset})]
-            by_id = {r.id: r for r in conn.execute(select(PageRow.id, PageRow.title, PageRow.type, PageRow.path, PageRow.meta, PageRow.confidence).where(PageRow.id.in_(ids)))} if ids else {}
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    text(f"SELECT id FROM page {walk} ORDER BY type, title, id LIMIT :lim OFFSET :off"),
+                    {**params, "lim": limit, "off": offset},
+                )
+            ]
+            by_id = (
+                {
+                    r.id: r
+                    for r in conn.execute(
+                        select(PageRow.id, PageRow.title, PageRow.type, PageRow.path, PageRow.meta, PageRow.confidence).where(
+                            PageRow.id.in_(ids)
+                        )
+                    )
+                }
+                if ids
+                else {}
+            )
             rows = [by_id[i] for i in ids if i in by_id]
             counts = self.page_facets(conn, filters) if facets else {}
         pages = []
         for r in rows:
             meta = json.loads(r.meta)
-            pages.append(PageSummary(id=r.id, title=r.title, type=r.type, path=r.path, architectures=meta.get("architectures", []), tags=meta.get("tags", []), confidence=r.confidence))
+            pages.append(
+                PageSummary(
+                    id=r.id,
+                    title=r.title,
+                    type=r.type,
+                    path=r.path,
+                    architectures=meta.get("architectures", []),
+                    tags=meta.get("tags", []),
+                    confidence=r.confidence,
+                )
+            )
         next_q = urlencode({**filters.as_params(), "limit": limit, "offset": offset + limit}) if offset + limit < total else None
         return PageList(total=total, limit=limit, offset=offset, next=next_q, pages=pages, facets=counts)
 
@@ -244,9 +286,18 @@ class Store:
     def _page_facets(self, conn: Connection, filters: Filters) -> dict[str, dict[str, int]]:
         filter_sql, params = self._filter_sql(filters, column="id")
         within = f" WHERE page_id IN (SELECT id FROM page WHERE 1=1{filter_sql})" if filter_sql else ""
-        types = conn.execute(text(f"SELECT type, count(*) AS n FROM page WHERE 1=1{filter_sql} GROUP BY type ORDER BY n DESC, type"), params)
-        archs = conn.execute(text(f"SELECT family, count(DISTINCT page_id) AS n FROM architecture{within} GROUP BY family ORDER BY n DESC, family"), params)
-        tags = conn.execute(text(f"SELECT tag, count(*) AS n FROM tag{within} GROUP BY tag ORDER BY n DESC, tag LIMIT 30"), params)
+        types = conn.execute(
+            text(f"SELECT type, count(*) AS n FROM page WHERE 1=1{filter_sql} GROUP BY type ORDER BY n DESC, type"), params
+        )
+        archs = conn.execute(
+            text(
+                f"SELECT family, count(DISTINCT page_id) AS n FROM architecture{within} GROUP BY family ORDER BY n DESC, family"
+            ),
+            params,
+        )
+        tags = conn.execute(
+            text(f"SELECT tag, count(*) AS n FROM tag{within} GROUP BY tag ORDER BY n DESC, tag LIMIT 30"), params
+        )
         return {"type": dict(types.all()), "arch": dict(archs.all()), "tag": dict(tags.all())}
 
     def _per_generation(self, conn: Connection, key: Any, make: Callable[[], T]) -> T:
@@ -287,20 +338,29 @@ class Store:
             meta = json.loads(page.meta)
             sections = [
                 SectionPublic(level=s.level, heading=s.heading, anchor=s.anchor, line=s.line)
-                for s in conn.execute(SectionRow.__table__.select().where(SectionRow.page_id == page_id).order_by(SectionRow.position))
+                for s in conn.execute(
+                    SectionRow.__table__.select().where(SectionRow.page_id == page_id).order_by(SectionRow.position)
+                )
                 if s.anchor
             ]
             links = conn.execute(LinkRow.__table__.select().where(LinkRow.source_id == page_id).order_by(LinkRow.id)).all()
             back = conn.execute(select(LinkRow.source_id, LinkRow.kind).where(LinkRow.target_id == page_id)).all()
             wanted = {ln.target_id for ln in links} | {b.source_id for b in back}
             info = {
-                r.id: r for r in conn.execute(select(PageRow.id, PageRow.title, PageRow.type, PageRow.meta).where(PageRow.id.in_(wanted)))
+                r.id: r
+                for r in conn.execute(select(PageRow.id, PageRow.title, PageRow.type, PageRow.meta).where(PageRow.id.in_(wanted)))
             }
 
             def link(pid: str, resolved: bool) -> LinkPublic:
                 r = info.get(pid)
                 url = json.loads(r.meta).get("url") if r is not None else None
-                return LinkPublic(id=pid, title=r.title if r else None, type=r.type if r else None, resolved=resolved and r is not None, url=url if isinstance(url, str) else None)
+                return LinkPublic(
+                    id=pid,
+                    title=r.title if r else None,
+                    type=r.type if r else None,
+                    resolved=resolved and r is not None,
+                    url=url if isinstance(url, str) else None,
+                )
 
             related = [link(ln.target_id, ln.resolved) for ln in links if ln.kind == "related"]
             sources = [link(ln.target_id, ln.resolved) for ln in links if ln.kind == "sources"]
@@ -318,15 +378,29 @@ class Store:
             for target, status in snip.target_status.items():
                 summary[target][status] += 1
         return PagePublic(
-            id=page.id, title=page.title, type=page.type, path=page.path, meta=meta, html=page.html,
-            toc=json.loads(page.toc), sections=sections, related=related, sources=sources,
-            backlinks=backlinks, snippets=snippets,
+            id=page.id,
+            title=page.title,
+            type=page.type,
+            path=page.path,
+            meta=meta,
+            html=page.html,
+            toc=json.loads(page.toc),
+            sections=sections,
+            related=related,
+            sources=sources,
+            backlinks=backlinks,
+            snippets=snippets,
             evidence_summary={t: dict(c) for t, c in summary.items()},
             evidence_text=page_evidence_text(snippets),
-            claim_problems=[f"{key}: {why}" for key, why in claim_problems(meta.get("confidence"), meta.get("evidence_level"), facts_from_public(snippets))],
-        )  # fmt: skip
+            claim_problems=[
+                f"{key}: {why}"
+                for key, why in claim_problems(meta.get("confidence"), meta.get("evidence_level"), facts_from_public(snippets))
+            ],
+        )
 
-    def graph(self, page: str | None = None, depth: int = 1, limit: int = GRAPH_LIMIT, conn: Connection | None = None) -> dict[str, Any]:
+    def graph(
+        self, page: str | None = None, depth: int = 1, limit: int = GRAPH_LIMIT, conn: Connection | None = None
+    ) -> dict[str, Any]:
         """A bounded piece of the link graph, never the whole of a large wiki.
 
         With `page`: that page and the pages within `depth` links of it (either direction); without:
@@ -347,22 +421,41 @@ class Store:
                     break
                 found: set[str] = set()
                 for chunk in chunks(sorted(frontier), 500):
-                    found |= {r[0] for r in conn.execute(select(LinkRow.target_id).where(LinkRow.resolved.is_(True), LinkRow.source_id.in_(chunk)))}
-                    found |= {r[0] for r in conn.execute(select(LinkRow.source_id).where(LinkRow.resolved.is_(True), LinkRow.target_id.in_(chunk)))}
+                    found |= {
+                        r[0]
+                        for r in conn.execute(
+                            select(LinkRow.target_id).where(LinkRow.resolved.is_(True), LinkRow.source_id.in_(chunk))
+                        )
+                    }
+                    found |= {
+                        r[0]
+                        for r in conn.execute(
+                            select(LinkRow.source_id).where(LinkRow.resolved.is_(True), LinkRow.target_id.in_(chunk))
+                        )
+                    }
                 frontier = found - set(chosen)
                 chosen += sorted(frontier)[: limit - len(chosen)]
         else:
             chosen = []
-        ends = select(LinkRow.source_id.label("pid")).where(LinkRow.resolved.is_(True)).union_all(
-            select(LinkRow.target_id.label("pid")).where(LinkRow.resolved.is_(True))
-        ).subquery()
+        ends = (
+            select(LinkRow.source_id.label("pid"))
+            .where(LinkRow.resolved.is_(True))
+            .union_all(select(LinkRow.target_id.label("pid")).where(LinkRow.resolved.is_(True)))
+            .subquery()
+        )
         degree = select(ends.c.pid, func.count().label("degree")).group_by(ends.c.pid).subquery()
-        stmt = select(PageRow.id, PageRow.title, PageRow.type, func.coalesce(degree.c.degree, 0).label("degree")).outerjoin(degree, degree.c.pid == PageRow.id)
+        stmt = select(PageRow.id, PageRow.title, PageRow.type, func.coalesce(degree.c.degree, 0).label("degree")).outerjoin(
+            degree, degree.c.pid == PageRow.id
+        )
         if page is not None:  # degrees of the chosen pages only, through the link indexes
             out_degree = select(func.count()).where(LinkRow.resolved.is_(True), LinkRow.source_id == PageRow.id).scalar_subquery()
             in_degree = select(func.count()).where(LinkRow.resolved.is_(True), LinkRow.target_id == PageRow.id).scalar_subquery()
             near = select(PageRow.id, PageRow.title, PageRow.type, (out_degree + in_degree).label("degree"))
-            rows = [] if not chosen else [r for chunk in chunks(chosen, 500) for r in conn.execute(near.where(PageRow.id.in_(chunk)))]
+            rows = (
+                []
+                if not chosen
+                else [r for chunk in chunks(chosen, 500) for r in conn.execute(near.where(PageRow.id.in_(chunk)))]
+            )
             order = {pid: i for i, pid in enumerate(chosen)}
             rows.sort(key=lambda r: order[r.id])
         else:
@@ -374,12 +467,20 @@ class Store:
                 {"source": r.source_id, "target": r.target_id, "kind": r.kind}
                 for r in conn.execute(
                     select(LinkRow.source_id, LinkRow.target_id, LinkRow.kind)
-                    .where(LinkRow.resolved.is_(True), LinkRow.source_id.in_(ids), LinkRow.target_id.in_(ids)).order_by(LinkRow.id)
+                    .where(LinkRow.resolved.is_(True), LinkRow.source_id.in_(ids), LinkRow.target_id.in_(ids))
+                    .order_by(LinkRow.id)
                 )
-            ]  # fmt: skip
+            ]
         nodes = [{"id": r.id, "title": r.title, "type": r.type, "degree": int(r.degree)} for r in rows]
-        return {"nodes": nodes, "edges": edges, "page": page, "depth": depth if page is not None else None, "limit": limit,
-                "total_nodes": total_nodes, "total_edges": total_edges}  # fmt: skip
+        return {
+            "nodes": nodes,
+            "edges": edges,
+            "page": page,
+            "depth": depth if page is not None else None,
+            "limit": limit,
+            "total_nodes": total_nodes,
+            "total_edges": total_edges,
+        }
 
     def health(self, conn: Connection | None = None) -> dict[str, Any]:
         with self.connection(conn) as conn:
@@ -392,8 +493,11 @@ class Store:
             }
             diags = [
                 f"{d.path}:{d.line}: {d.severity}: {d.message}"
-                for d in conn.execute(DiagnosticRow.__table__.select().where(DiagnosticRow.severity == "error").order_by(DiagnosticRow.path, DiagnosticRow.line).limit(50))
+                for d in conn.execute(
+                    DiagnosticRow.__table__.select()
+                    .where(DiagnosticRow.severity == "error")
+                    .order_by(DiagnosticRow.path, DiagnosticRow.line)
+                    .limit(50)
+                )
             ]
         return {"status": "ok", "database": self.engine.dialect.name, **counts, "errors": diags}
-
-

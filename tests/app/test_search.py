@@ -76,9 +76,39 @@ def test_facets_paging_total_and_timing(store) -> None:
 
 
 HOSTILE = [
-    '"', '""', "'", "(", ")", "((((", 'tma" OR "1"="1', "AND", "OR", "NOT", "NEAR", "NEAR(a b)", "*", "a*b",
-    "'; DROP TABLE page; --", "tma AND", "^tma", "title:tma", "{}", "\\", "%", "_", "::", ".", "..",
-    "x" * 10_000, "tensor " * 2000, "память", "共享内存", "🔥💥", "\x00", "\u202e", "<script>alert(1)</script>",
+    '"',
+    '""',
+    "'",
+    "(",
+    ")",
+    "((((",
+    'tma" OR "1"="1',
+    "AND",
+    "OR",
+    "NOT",
+    "NEAR",
+    "NEAR(a b)",
+    "*",
+    "a*b",
+    "'; DROP TABLE page; --",
+    "tma AND",
+    "^tma",
+    "title:tma",
+    "{}",
+    "\\",
+    "%",
+    "_",
+    "::",
+    ".",
+    "..",
+    "x" * 10_000,
+    "tensor " * 2000,
+    "память",
+    "共享内存",
+    "🔥💥",
+    "\x00",
+    "\u202e",
+    "<script>alert(1)</script>",
 ]
 
 
@@ -228,8 +258,8 @@ def test_sqlite_and_postgresql_answer_identically(tmp_path, wiki_dir, postgres_u
         s = Store(url)
         s.create_schema()
         s.reindex(wiki_dir)
-        answers.append([
-            [(r.id, r.section, r.snippet, r.score) for r in s.search(q, Filters(), limit=50).results] for q in QUERIES
-        ])
+        answers.append(
+            [[(r.id, r.section, r.snippet, r.score) for r in s.search(q, Filters(), limit=50).results] for q in QUERIES]
+        )
         s.engine.dispose()
     assert answers[0] == answers[1]
