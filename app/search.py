@@ -39,6 +39,7 @@ from urllib.parse import urlencode
 import tantivy
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
+from sqlmodel import col
 
 from app.db import chunks
 from app.models import PageRow, SectionRow
@@ -85,6 +86,13 @@ Variants = dict[str, list[tuple[str, float]]]
 def minimum_should_match(n: int) -> int:
     """Words a document must contain: all of one or two, then about two thirds (3 → 2, 4 → 3, 6 → 4)."""
     return n if n <= 2 else math.ceil(n * 2 / 3)
+
+
+def hit_count(found: tantivy.SearchResult | None) -> int:
+    """How many documents a search (with count=True) matched; none for no search."""
+    if found is None:
+        return 0
+    return found.count  # type: ignore[attr-defined]  # tantivy's type stub leaves out SearchResult.count
 
 
 def analyzer() -> Any:
@@ -188,7 +196,8 @@ class SearchEngine:
                 return
             # A page's content hash and path: a page is re-added when either changed.
             current = {
-                pid: f"{h}\0{path}" for pid, h, path in conn.execute(select(PageRow.id, PageRow.content_hash, PageRow.path))
+                pid: f"{h}\0{path}"
+                for pid, h, path in conn.execute(select(col(PageRow.id), col(PageRow.content_hash), col(PageRow.path)))
             }
             changed = sorted(pid for pid, h in current.items() if self._hashes.get(pid) != h)
             removed = sorted(pid for pid in self._hashes if pid not in current)
@@ -211,17 +220,28 @@ class SearchEngine:
         for chunk in chunks(changed, 500):
             sections: dict[str, list[Any]] = {}
             for row in conn.execute(
-                select(SectionRow.page_id, SectionRow.position, SectionRow.heading, SectionRow.anchor, SectionRow.text)
-                .where(SectionRow.page_id.in_(chunk))
-                .order_by(SectionRow.page_id, SectionRow.position)
+                select(
+                    col(SectionRow.page_id),
+                    col(SectionRow.position),
+                    col(SectionRow.heading),
+                    col(SectionRow.anchor),
+                    col(SectionRow.text),
+                )
+                .where(col(SectionRow.page_id).in_(chunk))
+                .order_by(col(SectionRow.page_id), col(SectionRow.position))
             ):
                 sections.setdefault(row.page_id, []).append(row)
-            for row in conn.execute(
-                select(PageRow.id, PageRow.title, PageRow.type, PageRow.path, PageRow.confidence, PageRow.meta).where(
-                    PageRow.id.in_(chunk)
-                )
+            for page in conn.execute(
+                select(
+                    col(PageRow.id),
+                    col(PageRow.title),
+                    col(PageRow.type),
+                    col(PageRow.path),
+                    col(PageRow.confidence),
+                    col(PageRow.meta),
+                ).where(col(PageRow.id).in_(chunk))
             ):
-                self._add_page(row, sections.get(row.id, []))
+                self._add_page(page, sections.get(page.id, []))
         self.pages.commit()
         self.sections.commit()
         self._refresh_words()
@@ -339,23 +359,23 @@ class SearchEngine:
         runs = [r for r in phrases(words_of(query)[:RUN_WORDS]) if " " in r or r in variants]
         page_query = self._page_query(words, variants, must, minimum_should_match(len(words)), runs) if words else None
         found = searcher.search(page_query, limit=offset + limit + 1) if page_query is not None else None
-        if words and (found is None or found.count == 0):
+        if words and hit_count(found) == 0:
             fixed = self._correct(searcher, words, variants)
             fixed_variants = variants
             if fixed != words:
                 fixed_variants = {w: variants.get(w) or self._variants(searcher, w) for w in fixed}
                 retry_query = self._page_query(fixed, fixed_variants, must, minimum_should_match(len(fixed)), phrases(fixed))
                 retry = searcher.search(retry_query, limit=offset + limit + 1)
-                if retry.count:
+                if hit_count(retry):
                     found, words, variants, did_you_mean, page_query = retry, fixed, fixed_variants, " ".join(fixed), retry_query
-            if found.count == 0 and len(words) > 1:  # then any word may match (corrected ones where there were typos)
+            if hit_count(found) == 0 and len(words) > 1:  # then any word may match (corrected ones where there were typos)
                 loose_words, loose_variants = (fixed, fixed_variants) if fixed != words else (words, variants)
                 page_query = self._page_query(loose_words, loose_variants, must, 1, runs)
                 found = searcher.search(page_query, limit=offset + limit + 1)
-                if found.count and loose_words != words:
+                if hit_count(found) and loose_words != words:
                     words, variants, did_you_mean = loose_words, loose_variants, " ".join(loose_words)
         hits: list[tuple[float, Any]] = list(found.hits) if found is not None else []
-        total = found.count if found is not None else 0
+        total = hit_count(found)
         exact = self._exact(searcher, schema, query, must)
         if exact is not None:
             listed = [i for i, (_, addr) in enumerate(hits) if _same(addr, exact)]
@@ -548,7 +568,7 @@ class SearchEngine:
             numbers = {self._page_no[pid]: pid for pid in ids if pid in self._page_no}
             chosen: dict[str, Any] = {}
             for no, addr in zip(sections.searcher.fast_field_values("page_no", addrs), addrs, strict=True):
-                pid = numbers.get(no)
+                pid = numbers.get(no) if isinstance(no, int) else None  # page_no is an integer field
                 if pid is not None and pid not in chosen:
                     chosen[pid] = addr
             for pid, addr in chosen.items():

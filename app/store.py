@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import Connection, Engine
+from sqlmodel import col
 
 from app.claims import claim_problems, facts_from_public
 from app.db import chunks, create_schema, make_engine
@@ -34,6 +35,7 @@ from app.models import (
     SectionRow,
     SnippetRow,
     StateRow,
+    table_of,
 )
 from app.schemas import (
     LinkPublic,
@@ -183,9 +185,9 @@ class Store:
             return None
         with self.connection(conn) as conn:
             for stmt in (
-                select(PageRow.id).where(PageRow.id == needle),  # ids are lowercase by rule
-                select(AliasRow.page_id).where(AliasRow.alias_lower == needle).order_by(AliasRow.page_id),
-                select(PageRow.id).where(PageRow.title_lower == needle).order_by(PageRow.id),
+                select(col(PageRow.id)).where(col(PageRow.id) == needle),  # ids are lowercase by rule
+                select(col(AliasRow.page_id)).where(col(AliasRow.alias_lower) == needle).order_by(col(AliasRow.page_id)),
+                select(col(PageRow.id)).where(col(PageRow.title_lower) == needle).order_by(col(PageRow.id)),
             ):
                 found = conn.execute(stmt.limit(1)).scalar()
                 if found:
@@ -251,9 +253,14 @@ class Store:
                 {
                     r.id: r
                     for r in conn.execute(
-                        select(PageRow.id, PageRow.title, PageRow.type, PageRow.path, PageRow.meta, PageRow.confidence).where(
-                            PageRow.id.in_(ids)
-                        )
+                        select(
+                            col(PageRow.id),
+                            col(PageRow.title),
+                            col(PageRow.type),
+                            col(PageRow.path),
+                            col(PageRow.meta),
+                            col(PageRow.confidence),
+                        ).where(col(PageRow.id).in_(ids))
                     )
                 }
                 if ids
@@ -302,7 +309,7 @@ class Store:
 
     def _per_generation(self, conn: Connection, key: Any, make: Callable[[], T]) -> T:
         """`make()` once per index generation and key (a small LRU; the answers are small)."""
-        full = (conn.execute(select(StateRow.value).where(StateRow.key == "generation")).scalar(), key)
+        full = (conn.execute(select(col(StateRow.value)).where(col(StateRow.key) == "generation")).scalar(), key)
         with self._listing_lock:
             if full in self._listing_cache:
                 self._listing_cache.move_to_end(full)
@@ -316,7 +323,7 @@ class Store:
 
     def page_by_path(self, path: str, conn: Connection | None = None) -> str | None:
         with self.connection(conn) as conn:
-            return conn.execute(select(PageRow.id).where(PageRow.path == path)).scalar()
+            return conn.execute(select(col(PageRow.id)).where(col(PageRow.path) == path)).scalar()
 
     def page_sources(self, page_ids: list[str], conn: Connection | None = None) -> dict[str, tuple[str, int]]:
         """Each existing page's Markdown body and the file line it starts on (for the Markdown views of app/agents)."""
@@ -325,30 +332,38 @@ class Store:
                 return self.page_sources(page_ids, own)
         found: dict[str, tuple[str, int]] = {}
         for i in range(0, len(page_ids), 500):
-            stmt = select(PageRow.id, PageRow.body, PageRow.body_line).where(PageRow.id.in_(page_ids[i : i + 500]))
+            stmt = select(col(PageRow.id), col(PageRow.body), col(PageRow.body_line)).where(
+                col(PageRow.id).in_(page_ids[i : i + 500])
+            )
             found.update({r.id: (r.body, r.body_line) for r in conn.execute(stmt)})
         return found
 
     def get_page(self, page_id: str, conn: Connection | None = None) -> PagePublic | None:
         """Everything about a page: front matter, HTML, sections, links, backlinks, snippets with evidence."""
         with self.connection(conn) as conn:
-            page = conn.execute(PageRow.__table__.select().where(PageRow.id == page_id)).first()
+            page = conn.execute(table_of(PageRow).select().where(col(PageRow.id) == page_id)).first()
             if page is None:
                 return None
             meta = json.loads(page.meta)
             sections = [
                 SectionPublic(level=s.level, heading=s.heading, anchor=s.anchor, line=s.line)
                 for s in conn.execute(
-                    SectionRow.__table__.select().where(SectionRow.page_id == page_id).order_by(SectionRow.position)
+                    table_of(SectionRow).select().where(col(SectionRow.page_id) == page_id).order_by(col(SectionRow.position))
                 )
                 if s.anchor
             ]
-            links = conn.execute(LinkRow.__table__.select().where(LinkRow.source_id == page_id).order_by(LinkRow.id)).all()
-            back = conn.execute(select(LinkRow.source_id, LinkRow.kind).where(LinkRow.target_id == page_id)).all()
+            links = conn.execute(
+                table_of(LinkRow).select().where(col(LinkRow.source_id) == page_id).order_by(col(LinkRow.id))
+            ).all()
+            back = conn.execute(select(col(LinkRow.source_id), col(LinkRow.kind)).where(col(LinkRow.target_id) == page_id)).all()
             wanted = {ln.target_id for ln in links} | {b.source_id for b in back}
             info = {
                 r.id: r
-                for r in conn.execute(select(PageRow.id, PageRow.title, PageRow.type, PageRow.meta).where(PageRow.id.in_(wanted)))
+                for r in conn.execute(
+                    select(col(PageRow.id), col(PageRow.title), col(PageRow.type), col(PageRow.meta)).where(
+                        col(PageRow.id).in_(wanted)
+                    )
+                )
             }
 
             def link(pid: str, resolved: bool) -> LinkPublic:
@@ -411,10 +426,10 @@ class Store:
             return self._per_generation(conn, ("graph", page, depth, limit), lambda: self._graph(conn, page, depth, limit))
 
     def _graph(self, conn: Connection, page: str | None, depth: int, limit: int) -> dict[str, Any]:
-        total_nodes = conn.execute(select(func.count(PageRow.id))).scalar() or 0
-        total_edges = conn.execute(select(func.count(LinkRow.id)).where(LinkRow.resolved.is_(True))).scalar() or 0
+        total_nodes = conn.execute(select(func.count(col(PageRow.id)))).scalar() or 0
+        total_edges = conn.execute(select(func.count(col(LinkRow.id))).where(col(LinkRow.resolved).is_(True))).scalar() or 0
         if page is not None:
-            chosen = [page] if conn.execute(select(PageRow.id).where(PageRow.id == page)).scalar() else []
+            chosen = [page] if conn.execute(select(col(PageRow.id)).where(col(PageRow.id) == page)).scalar() else []
             frontier = set(chosen)
             for _ in range(depth if chosen else 0):
                 if not frontier or len(chosen) >= limit:
@@ -424,13 +439,17 @@ class Store:
                     found |= {
                         r[0]
                         for r in conn.execute(
-                            select(LinkRow.target_id).where(LinkRow.resolved.is_(True), LinkRow.source_id.in_(chunk))
+                            select(col(LinkRow.target_id)).where(
+                                col(LinkRow.resolved).is_(True), col(LinkRow.source_id).in_(chunk)
+                            )
                         )
                     }
                     found |= {
                         r[0]
                         for r in conn.execute(
-                            select(LinkRow.source_id).where(LinkRow.resolved.is_(True), LinkRow.target_id.in_(chunk))
+                            select(col(LinkRow.source_id)).where(
+                                col(LinkRow.resolved).is_(True), col(LinkRow.target_id).in_(chunk)
+                            )
                         )
                     }
                 frontier = found - set(chosen)
@@ -438,37 +457,45 @@ class Store:
         else:
             chosen = []
         ends = (
-            select(LinkRow.source_id.label("pid"))
-            .where(LinkRow.resolved.is_(True))
-            .union_all(select(LinkRow.target_id.label("pid")).where(LinkRow.resolved.is_(True)))
+            select(col(LinkRow.source_id).label("pid"))
+            .where(col(LinkRow.resolved).is_(True))
+            .union_all(select(col(LinkRow.target_id).label("pid")).where(col(LinkRow.resolved).is_(True)))
             .subquery()
         )
         degree = select(ends.c.pid, func.count().label("degree")).group_by(ends.c.pid).subquery()
-        stmt = select(PageRow.id, PageRow.title, PageRow.type, func.coalesce(degree.c.degree, 0).label("degree")).outerjoin(
-            degree, degree.c.pid == PageRow.id
-        )
+        stmt = select(
+            col(PageRow.id), col(PageRow.title), col(PageRow.type), func.coalesce(degree.c.degree, 0).label("degree")
+        ).outerjoin(degree, degree.c.pid == PageRow.id)
         if page is not None:  # degrees of the chosen pages only, through the link indexes
-            out_degree = select(func.count()).where(LinkRow.resolved.is_(True), LinkRow.source_id == PageRow.id).scalar_subquery()
-            in_degree = select(func.count()).where(LinkRow.resolved.is_(True), LinkRow.target_id == PageRow.id).scalar_subquery()
-            near = select(PageRow.id, PageRow.title, PageRow.type, (out_degree + in_degree).label("degree"))
+            out_degree = (
+                select(func.count())
+                .where(col(LinkRow.resolved).is_(True), col(LinkRow.source_id) == col(PageRow.id))
+                .scalar_subquery()
+            )
+            in_degree = (
+                select(func.count())
+                .where(col(LinkRow.resolved).is_(True), col(LinkRow.target_id) == col(PageRow.id))
+                .scalar_subquery()
+            )
+            near = select(col(PageRow.id), col(PageRow.title), col(PageRow.type), (out_degree + in_degree).label("degree"))
             rows = (
                 []
                 if not chosen
-                else [r for chunk in chunks(chosen, 500) for r in conn.execute(near.where(PageRow.id.in_(chunk)))]
+                else [r for chunk in chunks(chosen, 500) for r in conn.execute(near.where(col(PageRow.id).in_(chunk)))]
             )
             order = {pid: i for i, pid in enumerate(chosen)}
             rows.sort(key=lambda r: order[r.id])
         else:
-            rows = conn.execute(stmt.order_by(func.coalesce(degree.c.degree, 0).desc(), PageRow.id).limit(limit)).all()
+            rows = list(conn.execute(stmt.order_by(func.coalesce(degree.c.degree, 0).desc(), col(PageRow.id)).limit(limit)))
         ids = [r.id for r in rows]
         edges = []
         if ids:
             edges = [
                 {"source": r.source_id, "target": r.target_id, "kind": r.kind}
                 for r in conn.execute(
-                    select(LinkRow.source_id, LinkRow.target_id, LinkRow.kind)
-                    .where(LinkRow.resolved.is_(True), LinkRow.source_id.in_(ids), LinkRow.target_id.in_(ids))
-                    .order_by(LinkRow.id)
+                    select(col(LinkRow.source_id), col(LinkRow.target_id), col(LinkRow.kind))
+                    .where(col(LinkRow.resolved).is_(True), col(LinkRow.source_id).in_(ids), col(LinkRow.target_id).in_(ids))
+                    .order_by(col(LinkRow.id))
                 )
             ]
         nodes = [{"id": r.id, "title": r.title, "type": r.type, "degree": int(r.degree)} for r in rows]
@@ -485,18 +512,21 @@ class Store:
     def health(self, conn: Connection | None = None) -> dict[str, Any]:
         with self.connection(conn) as conn:
             counts = {
-                "pages": conn.execute(select(func.count(PageRow.id))).scalar(),
-                "files": conn.execute(select(func.count(FileRow.path))).scalar(),
-                "files_with_errors": conn.execute(select(func.count(FileRow.path)).where(FileRow.page_id.is_(None))).scalar(),
-                "snippets": conn.execute(select(func.count(SnippetRow.id))).scalar(),
+                "pages": conn.execute(select(func.count(col(PageRow.id)))).scalar(),
+                "files": conn.execute(select(func.count(col(FileRow.path)))).scalar(),
+                "files_with_errors": conn.execute(
+                    select(func.count(col(FileRow.path))).where(col(FileRow.page_id).is_(None))
+                ).scalar(),
+                "snippets": conn.execute(select(func.count(col(SnippetRow.id)))).scalar(),
                 "evidence_records": self.evidence.count(conn),
             }
             diags = [
                 f"{d.path}:{d.line}: {d.severity}: {d.message}"
                 for d in conn.execute(
-                    DiagnosticRow.__table__.select()
-                    .where(DiagnosticRow.severity == "error")
-                    .order_by(DiagnosticRow.path, DiagnosticRow.line)
+                    table_of(DiagnosticRow)
+                    .select()
+                    .where(col(DiagnosticRow.severity) == "error")
+                    .order_by(col(DiagnosticRow.path), col(DiagnosticRow.line))
                     .limit(50)
                 )
             ]
