@@ -77,6 +77,8 @@ def test_readers_never_see_a_half_built_index(db_url: str, wiki_dir: Path) -> No
     finally:
         stop.set()
         thread.join()
+        reader.engine.dispose()
+        writer.engine.dispose()
     assert errors == []
     assert seen == {150}
 

@@ -54,13 +54,10 @@ class Served:
         self.out, self.err = cwd / "serve.out", cwd / "serve.err"
         full_env = {**os.environ, "KERNELWIKI_RUNNER_TOKEN": TOKEN, **(env or {})}
         full_env.pop("KERNELWIKI_WIKI", None)
-        self.proc = subprocess.Popen(
-            [KERNELWIKI, "serve", "--port", str(self.port), *args],
-            cwd=cwd,
-            env=full_env,
-            stdout=self.out.open("w"),
-            stderr=self.err.open("w"),
-        )
+        with self.out.open("w") as out, self.err.open("w") as err:  # the server writes to its own copies
+            self.proc = subprocess.Popen(
+                [KERNELWIKI, "serve", "--port", str(self.port), *args], cwd=cwd, env=full_env, stdout=out, stderr=err
+            )
 
     def listening(self, timeout: float = 30) -> bool:
         deadline = time.monotonic() + timeout
