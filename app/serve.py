@@ -29,14 +29,19 @@ def folder_problems(settings: Settings) -> tuple[list[str], str | None]:
     wiki, evidence = settings.wiki, settings.evidence
     if not wiki.is_dir():
         where = wiki.resolve()
-        return [], (f"{where}: error: no wiki folder here; run `kernelwiki serve` in the repository, "
-                    f"or pass --wiki DIR (KERNELWIKI_WIKI)")  # fmt: skip
+        return [], (
+            f"{where}: error: no wiki folder here; run `kernelwiki serve` in the repository, or pass --wiki DIR (KERNELWIKI_WIKI)"
+        )
     warnings: list[str] = []
     if not any(p.suffix == ".md" for p in wiki.rglob("*.md")):
-        warnings.append(f"{wiki.resolve()}: warning: the wiki folder has no Markdown pages; the site will be empty until pages are added")
+        warnings.append(
+            f"{wiki.resolve()}: warning: the wiki folder has no Markdown pages; the site will be empty until pages are added"
+        )
     if not evidence.is_dir():
-        warnings.append(f"{evidence.resolve()}: warning: no evidence folder; snippets will show no verification "
-                        f"(pass --evidence DIR or KERNELWIKI_EVIDENCE)")  # fmt: skip
+        warnings.append(
+            f"{evidence.resolve()}: warning: no evidence folder; snippets will show no verification "
+            f"(pass --evidence DIR or KERNELWIKI_EVIDENCE)"
+        )
     elif not any(evidence.glob("*.jsonl")):
         warnings.append(f"{evidence.resolve()}: warning: the evidence folder has no *.jsonl records")
     return warnings, None
@@ -63,8 +68,10 @@ def bind(host: str, port: int, listen: bool = True) -> socket.socket:
 
 def port_error(host: str, port: int, exc: OSError) -> str:
     if exc.errno == errno.EADDRINUSE:
-        return (f"error: port {port} on {host} is already in use (another kernelwiki serve?); "
-                f"stop it, or pick another port: --port N, KERNELWIKI_PORT=N, or make serve PORT=N")  # fmt: skip
+        return (
+            f"error: port {port} on {host} is already in use (another kernelwiki serve?); "
+            f"stop it, or pick another port: --port N, KERNELWIKI_PORT=N, or make serve PORT=N"
+        )
     return f"error: cannot listen on {host}:{port}: {exc.strerror or exc}"
 
 
@@ -102,22 +109,33 @@ def run_server(settings: Settings, workers: int, say: Say, warn: Say) -> int:
     url = f"http://{settings.host}:{settings.port}"
     # asyncio's own loop even where uvloop is installed: under a saturating load uvloop served some connections
     # seconds late (64 connections of uncached search: p99 1.1-3.7 s against 0.12 s). HTTP parsing: httptools.
-    common = {"log_level": "info", "access_log": settings.access_log, "timeout_graceful_shutdown": settings.shutdown_timeout_s,
-              "timeout_keep_alive": 5, "loop": "asyncio"}  # fmt: skip
+    common = {
+        "log_level": "info",
+        "access_log": settings.access_log,
+        "timeout_graceful_shutdown": settings.shutdown_timeout_s,
+        "timeout_keep_alive": 5,
+        "loop": "asyncio",
+    }
     if workers == 1:
         store.engine.dispose()  # the app's lifespan opens its own
-        say(f"serving {url} (indexing {settings.wiki} in the background{'; watching for changes' if settings.watch else ''}; "
-            f"{url}/api/health shows progress)")  # fmt: skip
+        say(
+            f"serving {url} (indexing {settings.wiki} in the background{'; watching for changes' if settings.watch else ''}; "
+            f"{url}/api/health shows progress)"
+        )
         server = uvicorn.Server(uvicorn.Config(create_app(settings), **common))
         server.run(sockets=[sock])
         return 0
     status = IndexStatus(sink=status_file(settings))
     status.update(state="starting")
     keeper = keeper_for(settings, store, status).start()
-    os.environ.update({
-        "KERNELWIKI_WIKI": str(Path(settings.wiki).resolve()), "KERNELWIKI_DB": settings.db,
-        "KERNELWIKI_EVIDENCE": str(Path(settings.evidence).resolve()), "KERNELWIKI_WATCH": "false",
-    })  # fmt: skip
+    os.environ.update(
+        {
+            "KERNELWIKI_WIKI": str(Path(settings.wiki).resolve()),
+            "KERNELWIKI_DB": settings.db,
+            "KERNELWIKI_EVIDENCE": str(Path(settings.evidence).resolve()),
+            "KERNELWIKI_WATCH": "false",
+        }
+    )
     say(f"serving {url} with {workers} workers (this process indexes {settings.wiki}; the workers read the index read-only)")
     try:
         uvicorn.run("app.main:worker_app", factory=True, host=settings.host, port=settings.port, workers=workers, **common)
