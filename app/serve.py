@@ -17,6 +17,7 @@ import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from app.errors import broken_index_line
 from app.settings import Settings
@@ -101,15 +102,15 @@ def run_server(settings: Settings, workers: int, say: Say, warn: Say) -> int:
         store = open_store(settings)  # migrates once, here, before any worker opens it read-only
     except Exception as exc:
         sock.close()  # (closing twice is harmless)
-        line = broken_index_line(settings.db, exc)
-        if line is None:
+        broken = broken_index_line(settings.db, exc)
+        if broken is None:
             raise
-        warn(line)
+        warn(broken)
         return 1
     url = f"http://{settings.host}:{settings.port}"
     # asyncio's own loop even where uvloop is installed: under a saturating load uvloop served some connections
     # seconds late (64 connections of uncached search: p99 1.1-3.7 s against 0.12 s). HTTP parsing: httptools.
-    common = {
+    common: dict[str, Any] = {  # uvicorn.Config's keyword arguments, shared by both ways of serving
         "log_level": "info",
         "access_log": settings.access_log,
         "timeout_graceful_shutdown": settings.shutdown_timeout_s,
