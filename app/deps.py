@@ -105,7 +105,9 @@ async def get_filters(  # async: without filters no I/O at all, with them one in
     language: Annotated[str | None, Query(**_FILTER)] = None,
     confidence: Annotated[str | None, Query(**_FILTER)] = None,
 ) -> Filters:
-    filters = Filters(type=type or None, arch=arch or None, tag=tag or None, language=language or None, confidence=confidence or None)
+    filters = Filters(
+        type=type or None, arch=arch or None, tag=tag or None, language=language or None, confidence=confidence or None
+    )
     check_filters(store, filters, conn)
     return filters
 
@@ -114,7 +116,10 @@ def check_filters(store: Store, filters: Filters, conn: Connection) -> None:
     """422 naming each filter value no page can have, with the values allowed."""
     problems = store.filter_problems(filters, conn=conn)
     if problems:  # a value no page can have is a mistake to name, not an empty answer
-        raise HTTPException(422, [{"loc": ["query", p.parameter], "msg": p.message, "type": "value_error", "allowed": p.allowed} for p in problems])
+        raise HTTPException(
+            422,
+            [{"loc": ["query", p.parameter], "msg": p.message, "type": "value_error", "allowed": p.allowed} for p in problems],
+        )
 
 
 FiltersDep = Annotated[Filters, Depends(get_filters)]
@@ -136,5 +141,8 @@ def require_runner_token(
     given = credentials.credentials if credentials is not None else ""
     if not expected or not given or not hmac.compare_digest(given.encode(), expected.encode()):
         # Connection: close: the server drops the connection instead of draining an unread upload.
-        raise HTTPException(401, "a valid runner token is required (Authorization: Bearer TOKEN)",
-                            headers={"WWW-Authenticate": "Bearer", "Connection": "close"})
+        raise HTTPException(
+            401,
+            "a valid runner token is required (Authorization: Bearer TOKEN)",
+            headers={"WWW-Authenticate": "Bearer", "Connection": "close"},
+        )

@@ -47,7 +47,16 @@ sys.path.insert(0, str(REPO))
 
 from bench.bench_index import generate  # noqa: E402
 
-HOT = ["wgmma", "tensor core", "cp.async", "mbarrier parity", "swizzle bank conflict", "tcgen05", "alias4242", "setmaxnreg warpgroup"]
+HOT = [
+    "wgmma",
+    "tensor core",
+    "cp.async",
+    "mbarrier parity",
+    "swizzle bank conflict",
+    "tcgen05",
+    "alias4242",
+    "setmaxnreg warpgroup",
+]
 DISTINCT = 20_000
 WORD = re.compile(r"[a-z][a-z0-9_]+")
 FRONT_MATTER = re.compile(r"\A---\n.*?\n---\n", re.DOTALL)
@@ -138,7 +147,22 @@ def stop(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
 
 def wrk(base: str, paths_file: Path, script: Path, conns: int, seconds: float) -> dict[str, float]:
     """One wrk run; returns req/s, p50/p99 in ms and the error count."""
-    cmd = ["wrk", "-t", "2", "-c", str(conns), "-d", f"{max(1, round(seconds))}s", "--timeout", "10s", "-s", str(script), base, "--", str(paths_file)]
+    cmd = [
+        "wrk",
+        "-t",
+        "2",
+        "-c",
+        str(conns),
+        "-d",
+        f"{max(1, round(seconds))}s",
+        "--timeout",
+        "10s",
+        "-s",
+        str(script),
+        base,
+        "--",
+        str(paths_file),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, check=True).stdout
     line = next(ln for ln in out.splitlines() if ln.startswith("WRK "))
     data = json.loads(line[4:])
@@ -152,12 +176,17 @@ def wrk(base: str, paths_file: Path, script: Path, conns: int, seconds: float) -
     }
 
 
-def drive(name: str, base: str, files: dict[str, Path], script: Path, seconds: float, runs: list[tuple[str, int]]) -> dict[str, dict[str, float]]:
+def drive(
+    name: str, base: str, files: dict[str, Path], script: Path, seconds: float, runs: list[tuple[str, int]]
+) -> dict[str, dict[str, float]]:
     wrk(base, files["hot"], script, 8, 2)  # warm-up
     results = {}
     for workload, conns in runs:
         results[f"{workload}/{conns}"] = r = wrk(base, files[workload], script, conns, seconds)
-        print(f"{name:22} {workload:9} {conns:3} conns: {r['rps']:8.1f} req/s  p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:8.2f} ms  errors {r['errors']}", flush=True)
+        print(
+            f"{name:22} {workload:9} {conns:3} conns: {r['rps']:8.1f} req/s  p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:8.2f} ms  errors {r['errors']}",
+            flush=True,
+        )
     return results
 
 
@@ -181,7 +210,12 @@ def main() -> None:
         evidence.mkdir()
         generate(root, args.pages)
         db = tmp / "index.db"
-        env = {**os.environ, "KERNELWIKI_WIKI": str(root), "KERNELWIKI_DB": f"sqlite:///{db}", "KERNELWIKI_EVIDENCE": str(evidence)}
+        env = {
+            **os.environ,
+            "KERNELWIKI_WIKI": str(root),
+            "KERNELWIKI_DB": f"sqlite:///{db}",
+            "KERNELWIKI_EVIDENCE": str(evidence),
+        }
         started = time.perf_counter()
         subprocess.run([str(KW_BIN), "index"], env=env, check=True, timeout=1800, capture_output=True)
         index_s = time.perf_counter() - started
@@ -204,41 +238,78 @@ def main() -> None:
         runs = [("hot", 8), ("distinct", 8), ("hot", 64), ("distinct", 64)]
         base = f"http://127.0.0.1:{args.port}"
         figures: dict[str, dict[str, dict[str, float]]] = {}
-        print(f"{pages} pages indexed by `kernelwiki index` in {index_s:.1f} s; {len(set(stream))} distinct of {len(stream)} stream queries", flush=True)
+        print(
+            f"{pages} pages indexed by `kernelwiki index` in {index_s:.1f} s; {len(set(stream))} distinct of {len(stream)} stream queries",
+            flush=True,
+        )
 
         for label, cache in (("kernelwiki", "0"), ("kernelwiki cached", "1024")):
             proc = subprocess.Popen(
-                [str(KW_BIN), "serve", "--port", str(args.port)], env={**env, "KERNELWIKI_SEARCH_CACHE_SIZE": cache, "KERNELWIKI_ACCESS_LOG": "false"},
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )  # fmt: skip
+                [str(KW_BIN), "serve", "--port", str(args.port)],
+                env={**env, "KERNELWIKI_SEARCH_CACHE_SIZE": cache, "KERNELWIKI_ACCESS_LOG": "false"},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             try:
                 wait_until(base + "/api/search?q=warp", 600, proc)
-                figures[label] = drive(label, base, kw_files, script, args.seconds, runs if cache == "0" else [("hot", 8), ("hot", 64)])
+                figures[label] = drive(
+                    label, base, kw_files, script, args.seconds, runs if cache == "0" else [("hot", 8), ("hot", 64)]
+                )
             finally:
                 stop(proc)
             if label == "kernelwiki":  # Datasette between the two, in the same run
-                (tmp / "metadata.json").write_text(json.dumps({"databases": {"fts": {"queries": {"search": {
-                    "sql": "select id, title, snippet(fts, 2, '<mark>', '</mark>', '…', 24) as excerpt "
-                           "from fts where fts match :q order by bm25(fts) limit 10"}}}}}))  # fmt: skip
+                (tmp / "metadata.json").write_text(
+                    json.dumps(
+                        {
+                            "databases": {
+                                "fts": {
+                                    "queries": {
+                                        "search": {
+                                            "sql": "select id, title, snippet(fts, 2, '<mark>', '</mark>', '…', 24) as excerpt "
+                                            "from fts where fts match :q order by bm25(fts) limit 10"
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    )
+                )
                 proc = subprocess.Popen(
-                    [str(datasette), "serve", str(tmp / "fts.db"), "-m", str(tmp / "metadata.json"), "-p", str(args.port),
-                     "--setting", "sql_time_limit_ms", "10000"],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                )  # fmt: skip
+                    [
+                        str(datasette),
+                        "serve",
+                        str(tmp / "fts.db"),
+                        "-m",
+                        str(tmp / "metadata.json"),
+                        "-p",
+                        str(args.port),
+                        "--setting",
+                        "sql_time_limit_ms",
+                        "10000",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
                 try:
                     wait_until(base + "/fts/search.json?_shape=array&q=%22warp%22", 120, proc)
                     figures["datasette"] = drive("datasette (FTS5 bm25)", base, ds_files, script, args.seconds, runs)
                 finally:
                     stop(proc)
 
-    print("\n| workload | conns | kernelwiki req/s | p50 ms | p99 ms | errors | Datasette req/s | p50 ms | p99 ms | errors | ratio |")
+    print(
+        "\n| workload | conns | kernelwiki req/s | p50 ms | p99 ms | errors | Datasette req/s | p50 ms | p99 ms | errors | ratio |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for workload, conns in runs:
         k, d = figures["kernelwiki"][f"{workload}/{conns}"], figures["datasette"][f"{workload}/{conns}"]
         ratio = k["rps"] / d["rps"] if d["rps"] else float("inf")
-        print(f"| {workload} | {conns} | {k['rps']} | {k['p50_ms']} | {k['p99_ms']} | {k['errors']} | {d['rps']} | {d['p50_ms']} | {d['p99_ms']} | {d['errors']} | {ratio:.2f}× |")
+        print(
+            f"| {workload} | {conns} | {k['rps']} | {k['p50_ms']} | {k['p99_ms']} | {k['errors']} | {d['rps']} | {d['p50_ms']} | {d['p99_ms']} | {d['errors']} | {ratio:.2f}× |"
+        )
     for key, c in figures["kernelwiki cached"].items():
-        print(f"| {key.split('/')[0]} (cached) | {key.split('/')[1]} | {c['rps']} | {c['p50_ms']} | {c['p99_ms']} | {c['errors']} | | | | | |")
+        print(
+            f"| {key.split('/')[0]} (cached) | {key.split('/')[1]} | {c['rps']} | {c['p50_ms']} | {c['p99_ms']} | {c['errors']} | | | | | |"
+        )
     result = {"pages": args.pages, "index_s": round(index_s, 1), "seconds": args.seconds, "figures": figures}
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

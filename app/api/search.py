@@ -28,7 +28,14 @@ async def search(
     q: Annotated[str, Query(description="free text; GPU identifiers such as cp.async.bulk are words")] = "",
     limit: Limit = 20,
     offset: Offset = 0,
-    budget_tokens: Annotated[int | None, Query(ge=MIN_BUDGET_TOKENS, le=MAX_BUDGET_TOKENS, description="also answer with the best sections' Markdown within about this many tokens, ceil(characters / 4), in `context`")] = None,
+    budget_tokens: Annotated[
+        int | None,
+        Query(
+            ge=MIN_BUDGET_TOKENS,
+            le=MAX_BUDGET_TOKENS,
+            description="also answer with the best sections' Markdown within about this many tokens, ceil(characters / 4), in `context`",
+        ),
+    ] = None,
 ) -> SearchPublic:
     # On the event loop: a search is ~2 ms of CPU (tantivy) and one indexed SQL row; a worker-thread hop costs more
     # than that under load, and threads add no parallelism to CPU-bound Python.

@@ -15,8 +15,16 @@ TOOK = re.compile(rb'"took_ms":[0-9.e+-]+')
 
 def test_lean_route_answers_what_the_declared_route_answers(live) -> None:
     # A repeated parameter is declined by the lean route, so the second request of each pair is FastAPI's.
-    for query in ("q=cp.async.bulk", "q=memory&arch=sm90&limit=1", "q=tensor%20memory&limit=2&offset=1", "q=tma&tag=TMA&type=hardware",
-                  "q=how%20do%20I%20allocate%20tensor%20memory", "q=tensr%20memroy", "q=%3Cb%3E%20%22x%22%20%C3%A9t%C3%A9", "q="):  # fmt: skip
+    for query in (
+        "q=cp.async.bulk",
+        "q=memory&arch=sm90&limit=1",
+        "q=tensor%20memory&limit=2&offset=1",
+        "q=tma&tag=TMA&type=hardware",
+        "q=how%20do%20I%20allocate%20tensor%20memory",
+        "q=tensr%20memroy",
+        "q=%3Cb%3E%20%22x%22%20%C3%A9t%C3%A9",
+        "q=",
+    ):
         lean = live.get(f"/api/search?{query}")
         declared = live.get(f"/api/search?{query}&{query.split('&')[0]}")
         assert lean.status_code == declared.status_code == 200, query
@@ -26,9 +34,17 @@ def test_lean_route_answers_what_the_declared_route_answers(live) -> None:
 
 @pytest.mark.parametrize(
     ("query", "parameter"),
-    [("limit=0", "limit"), ("limit=abc", "limit"), ("limit=201", "limit"), ("offset=-1", "offset"),
-     ("tag=" + "x" * 101, "tag"), ("budget_tokens=1", "budget_tokens"), ("type=nope", "type"), ("arch=sm12", "arch")],
-)  # fmt: skip
+    [
+        ("limit=0", "limit"),
+        ("limit=abc", "limit"),
+        ("limit=201", "limit"),
+        ("offset=-1", "offset"),
+        ("tag=" + "x" * 101, "tag"),
+        ("budget_tokens=1", "budget_tokens"),
+        ("type=nope", "type"),
+        ("arch=sm12", "arch"),
+    ],
+)
 def test_refused_parameters_keep_the_one_error_shape(live, query: str, parameter: str) -> None:
     response = live.get(f"/api/search?q=tma&{query}")
     assert response.status_code == 422
@@ -41,7 +57,15 @@ def test_lean_route_takes_only_plain_valid_gets() -> None:
     assert lean_params(b"q=wgmma&limit=10&offset=0&arch=sm90a") == ("wgmma", Filters(arch="sm90a"), 10, 0)
     assert lean_params(b"") == ("", Filters(), 20, 0)
     assert lean_params(b"q=x&type=&unknown=1") == ("x", Filters(), 20, 0)  # empty filter: none; unknown names: ignored
-    for declined in (b"limit=10.0", b"limit=+1", b"limit=0", b"offset=1000001", b"q=a&q=b", b"budget_tokens=500", b"tag=" + b"x" * 101):
+    for declined in (
+        b"limit=10.0",
+        b"limit=+1",
+        b"limit=0",
+        b"offset=1000001",
+        b"q=a&q=b",
+        b"budget_tokens=500",
+        b"tag=" + b"x" * 101,
+    ):
         assert lean_params(declined) is None, declined
 
     class State:
