@@ -2,7 +2,7 @@
 #
 #   make serve [PORT=8001] [HOST=0.0.0.0]   install what serving needs (no extras) and serve
 #   make test                               everything below, in order (a few minutes; see README.md)
-#   make lint | verify-compile | pytest     one step (each installs the test tools first)
+#   make lint | check | verify-compile | pytest   one step (each installs the test tools first)
 #   make bench [BENCH_ARGS=--full]          every benchmark of bench/, small sizes by default
 #
 # System steps (Chromium, PostgreSQL, bubblewrap) need root: as another user they are skipped with a
@@ -24,7 +24,7 @@ missing = { if [ "$(CI)" = true ]; then echo "error: $(1) is missing (required w
             else echo "skipped: $(1) is missing: $(2); $(3)"; fi; }
 IS_ROOT = [ "$$(id -u)" = 0 ]
 
-.PHONY: serve test lint verify-compile pytest setup setup-serve setup-test browser postgres toolchain sandbox bench clean
+.PHONY: serve test lint check verify-compile pytest setup setup-serve setup-test browser postgres toolchain sandbox bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,11 +47,11 @@ setup: $(TEST_STAMP)
 serve: $(SERVE_STAMP)
 	$(BIN)/kernelwiki serve --watch --host $(HOST) --port $(PORT)
 
-## test: lint the wiki, then compile every snippet for its targets while the whole test suite runs
+## test: lint the wiki, check the code (ruff, mypy), then compile every snippet for its targets while the whole test suite runs
 # verify-compile and pytest run side by side (pytest is one process that often waits on servers,
 # PostgreSQL and Chromium; the compiles fill the idle core); each one's output is shown when it ends.
 test: setup-test
-	@start=$$SECONDS; $(MAKE) --no-print-directory lint && \
+	@start=$$SECONDS; $(MAKE) --no-print-directory lint && $(MAKE) --no-print-directory check && \
 	echo "make test: verify-compile and pytest now run side by side; each prints its output when it ends" && \
 	$(MAKE) --no-print-directory -j2 --output-sync=target verify-compile pytest && \
 	echo "make test: all steps passed in $$((SECONDS - start)) s"
@@ -84,6 +84,11 @@ sandbox:
 
 lint: $(TEST_STAMP)
 	@start=$$SECONDS; $(BIN)/kernelwiki lint --wiki wiki && echo "make lint: $$((SECONDS - start)) s"
+
+## check: the code's own checks: ruff (lint and format) and mypy, configured in pyproject.toml
+check: $(TEST_STAMP)
+	@start=$$SECONDS; $(BIN)/ruff check --quiet . && $(BIN)/ruff format --check --quiet . && $(BIN)/mypy && \
+	echo "make check: $$((SECONDS - start)) s"
 
 verify-compile: $(TEST_STAMP)
 	@start=$$SECONDS; \
