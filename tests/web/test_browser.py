@@ -4,7 +4,6 @@ the dashboard's filters, and pages that try to inject script."""
 from __future__ import annotations
 
 import re
-
 from pathlib import Path
 from typing import Any
 
