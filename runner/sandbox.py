@@ -396,8 +396,11 @@ def _bwrap_prefix(bwrap: str, workdir: Path, settings: RunnerSettings, argv0: st
         prefix += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_KILL"]
     else:
         prefix += ["--unshare-user"]
+    # Private /dev, /proc and /tmp first: a host folder the sandbox needs below one of them (a venv in
+    # /tmp/…, as in a CI checkout there) is then bound onto the fresh tmpfs instead of being hidden by it.
+    prefix += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/dev/shm"]
     binds: list[str] = []
-    present: list[str] = []  # folders that exist in the new root (made or bound)
+    present: list[str] = ["/dev/.", "/proc/.", "/tmp/."]  # folders that exist in the new root (made or bound)
     for path in sorted(sandbox_roots(settings, argv0), key=lambda p: (p.count("/"), p)):
         binds += _parents(path, present)
         if os.path.islink(path) and path in SYSTEM_PATHS:
@@ -405,21 +408,7 @@ def _bwrap_prefix(bwrap: str, workdir: Path, settings: RunnerSettings, argv0: st
         else:
             binds += ["--ro-bind", path, path]
         present.append(path)
-    prefix += binds + [
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--perms",
-        "1777",
-        "--tmpfs",
-        "/tmp",
-        "--perms",
-        "1777",
-        "--tmpfs",
-        "/dev/shm",
-    ]
-    present += ["/dev/.", "/proc/.", "/tmp/."]  # made empty: folders below them still have to be made
+    prefix += binds
     if gpu:
         for pattern in GPU_DEVICE_GLOBS:
             for node in sorted(glob.glob(pattern)):

@@ -255,3 +255,23 @@ def test_a_gpu_run_joins_the_groups_of_device_nodes_closed_to_others(tmp_path: P
     assert "44" in res.stdout.text.split("\n")[0].split() and "device" in res.stdout.text
     plain = run_process(["sh", "-c", "id -G"], work, 20, isolation=ISOLATION_BWRAP)
     assert "44" not in plain.stdout.text.split(), "compiles join no group"
+
+
+@pytest.mark.skipif(isolation_problem(ISOLATION_BWRAP) is not None, reason="bubblewrap unusable here")
+def test_a_host_folder_below_tmp_stays_visible_under_the_private_tmp(tmp_path: Path) -> None:
+    # A checkout (and its .venv) under /tmp, as CI may use: the sandbox's fresh /tmp must not hide it.
+    tool = Path("/tmp") / f"kw-tool-{uuid.uuid4().hex}"
+    (tool / "bin").mkdir(parents=True)
+    try:
+        (tool / "bin" / "data.txt").write_text("visible\n")
+        tool.chmod(0o755)
+        settings = RunnerSettings(extra_binds=(str(tool),))
+        res = run_process(["cat", str(tool / "bin" / "data.txt")], tmp_path, 20, isolation=ISOLATION_BWRAP, settings=settings)
+        assert res.exit_code == 0 and "visible" in res.output, res.output
+        # …while the rest of the host's /tmp stays out of sight.
+        other = run_process(["ls", "/tmp"], tmp_path, 20, isolation=ISOLATION_BWRAP, settings=settings)
+        assert tool.name in other.output and "kw-tool-" not in other.output.replace(tool.name, "")
+    finally:
+        for f in sorted(tool.rglob("*"), reverse=True):
+            f.unlink() if f.is_file() else f.rmdir()
+        tool.rmdir()
