@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
-from app.deps import ConnDep, SettingsDep, StoreDep
+from app.deps import ConnDep, Offset, SettingsDep, StoreDep
 from app.store import Filters
 from app.web import queries
 from app.web.graph import GRAPH_NODES, layout
@@ -21,7 +21,6 @@ from app.web.views import dashboard_view, home_view, listing_as_results, page_vi
 
 router = APIRouter(include_in_schema=False)
 Param = Annotated[str | None, Query(max_length=200)]
-Offset = Annotated[int, Query(ge=0, le=1_000_000)]
 
 
 @router.get("/")

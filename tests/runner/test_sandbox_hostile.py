@@ -223,9 +223,9 @@ def test_secrets_stay_out_of_the_evidence_of_a_program_that_dumps_every_environm
 # -- processes --------------------------------------------------------------------------------------------------
 
 
-def test_a_thousand_forks_hit_the_process_limit_and_leave_nothing(tmp_path: Path) -> None:
-    marker = f"{uuid.uuid4().int % 10**6 + 1000}.{os.getpid() % 1000}"
-    program = textwrap.dedent(f"""
+def _thousand_forks(marker: str) -> str:
+    """A Python program that forks 1000 `sleep MARKER` children, saying how far it got when a fork fails."""
+    return textwrap.dedent(f"""
         import os, sys
         made = 0
         for i in range(1000):
@@ -239,6 +239,11 @@ def test_a_thousand_forks_hit_the_process_limit_and_leave_nothing(tmp_path: Path
             made += 1
         print("all 1000 forks made", flush=True)
     """)
+
+
+def test_a_thousand_forks_hit_the_process_limit_and_leave_nothing(tmp_path: Path) -> None:
+    marker = f"{uuid.uuid4().int % 10**6 + 1000}.{os.getpid() % 1000}"
+    program = _thousand_forks(marker)
     limits = Limits(processes=200)
     res = _bwrap([sys.executable, "-c", program], tmp_path, 60, limits=limits)
     assert "fork failed after" in res.output and "all 1000" not in res.output
@@ -527,20 +532,7 @@ def test_pids_max_caps_a_thousand_forks_even_where_root_ignores_the_process_rlim
     """Under `none` a root runner's command is root, which RLIMIT_NPROC does not bind: pids.max still does."""
     settings = _cgroup_required()
     marker = f"{uuid.uuid4().int % 10**6 + 1000}.{os.getpid() % 1000 + 3}"
-    program = textwrap.dedent(f"""
-        import os, sys
-        made = 0
-        for i in range(1000):
-            try:
-                pid = os.fork()
-            except OSError as e:
-                print(f"fork failed after {{made}}: {{e}}", flush=True)
-                sys.exit(1)
-            if pid == 0:
-                os.execvp("sleep", ["sleep", "{marker}"])
-            made += 1
-        print("all 1000 forks made", flush=True)
-    """)
+    program = _thousand_forks(marker)
     limits = Limits(processes=200)
     res = run_process([sys.executable, "-c", program], tmp_path, 60, limits=limits, isolation=ISOLATION_NONE, settings=settings)
     assert res.error is None and res.cgroup is not None, res.error
