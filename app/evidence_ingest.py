@@ -18,7 +18,16 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from runner.status import RECORD_STATUSES, STEP_ORDER
 
@@ -130,18 +139,12 @@ class EvidenceIn(BaseModel):
     job_id: Annotated[int, Field(ge=0)] | None = Field(default=None, description="the queue job that produced it (app/worker.py)")
     worker: Short | None = Field(default=None, description="the GPU worker that produced it")
 
-    @field_validator("step")
+    @field_validator("step", "status")
     @classmethod
-    def _known_step(cls, value: str) -> str:
-        if value not in STEP_ORDER:
-            raise ValueError(f"must be one of {', '.join(STEP_ORDER)}")
-        return value
-
-    @field_validator("status")
-    @classmethod
-    def _known_status(cls, value: str) -> str:
-        if value not in RECORD_STATUSES:
-            raise ValueError(f"must be one of {', '.join(RECORD_STATUSES)}")
+    def _known_word(cls, value: str, info: ValidationInfo) -> str:
+        allowed = STEP_ORDER if info.field_name == "step" else RECORD_STATUSES
+        if value not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
         return value
 
     @field_validator("duration_s")
