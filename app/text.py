@@ -146,12 +146,32 @@ def _marked(token: str, wanted: frozenset[str]) -> bool:
     return False
 
 
-TOKEN_CHARS = re.compile(r"[\w.:]*$")
+@functools.lru_cache(maxsize=1024)
+def _finder(wanted: frozenset[str], ignore_case: bool) -> re.Pattern[str]:
+    terms = "|".join(re.escape(w) for w in sorted(wanted, key=len, reverse=True))
+    return re.compile(terms, re.IGNORECASE) if ignore_case else re.compile(terms)
 
 
-@functools.lru_cache(maxsize=256)
-def _finder(wanted: frozenset[str]) -> re.Pattern[str]:
-    return re.compile("|".join(re.escape(w) for w in sorted(wanted, key=len, reverse=True)), re.IGNORECASE)
+def _word_char(c: str) -> bool:
+    return c.isalnum() or c in "_.:"
+
+
+def _word_start(flat: str, at: int) -> int:
+    """Where the word holding position `at` begins, or -1 when `at` follows a letter or digit (no word or form begins there)."""
+    if at == 0:
+        return 0
+    before = flat[at - 1]
+    if before.isascii() and before.isalnum():
+        return -1  # inside a word: `tma` in `setmaxnreg` (the word is judged where it or a form begins)
+    if not _word_char(before):
+        return at
+    start = at
+    floor = max(0, at - MAX_WORD)
+    while start > floor and _word_char(flat[start - 1]):
+        start -= 1
+    while start < at and not flat[start].isalnum() and flat[start] != "_":
+        start += 1  # a word never begins with '.' or ':'
+    return start
 
 
 def _marks(flat: str, wanted: frozenset[str], lo: int = 0, hi: int | None = None) -> Iterator[tuple[int, int]]:
@@ -159,14 +179,16 @@ def _marks(flat: str, wanted: frozenset[str], lo: int = 0, hi: int | None = None
     if not wanted:
         return
     hi = len(flat) if hi is None else hi
+    lowered = flat.lower()
+    exact_case = len(lowered) == len(flat)  # lowercasing kept every offset (not so for a few non-ASCII letters)
+    haystack = lowered if exact_case else flat
     seen = -1
-    for m in _finder(wanted).finditer(flat, lo, min(len(flat), hi + MAX_WORD)):
+    for m in _finder(wanted, not exact_case).finditer(haystack, lo, min(len(flat), hi + MAX_WORD)):
         if m.start() < seen:
             continue  # inside a word already judged
-        back = TOKEN_CHARS.search(flat, max(0, m.start() - MAX_WORD), m.start())
-        start = back.start() if back else m.start()
-        while start < m.start() and not flat[start].isalnum() and flat[start] != "_":
-            start += 1  # a word never begins with '.' or ':'
+        start = _word_start(flat, m.start())
+        if start < 0:
+            continue
         token = WORD.match(flat, start)
         if token is None or token.end() < m.end():
             continue
