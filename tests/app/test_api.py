@@ -19,6 +19,15 @@ def test_search_answers_with_the_documented_shape(live) -> None:
     assert first["architectures"] == ["sm90a", "sm100a"]
 
 
+def test_search_counts_facets_only_when_asked(live) -> None:
+    plain = live.get("/api/search", params={"q": "memory"}).json()
+    counted = live.get("/api/search", params={"q": "memory", "facets": "type,arch"}).json()  # not the cached answer
+    assert plain["facets"] == {} and set(counted["facets"]) == {"type", "arch"}
+    assert sum(counted["facets"]["type"].values()) == counted["total"] == plain["total"]
+    refused = live.get("/api/search", params={"q": "memory", "facets": "type,colour"})
+    assert refused.status_code == 422 and "colour" in refused.text and "facets" in refused.text
+
+
 def test_search_filters_and_paging_over_http(live) -> None:
     body = live.get("/api/search", params={"q": "memory", "arch": "sm90", "limit": 1}).json()
     assert [r["id"] for r in body["results"]] == ["hw-tma"] and body["total"] == 1

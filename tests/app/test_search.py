@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.search import FACETS
 from app.store import Filters
 
 
@@ -64,9 +65,12 @@ def test_type_tag_language_confidence_filters(store) -> None:
     assert ids(store.search("memory", Filters(confidence="source-reported"))) == ["hw-tmem"]
 
 
-def test_facets_paging_total_and_timing(store) -> None:
-    result = store.search("memory", Filters(), limit=1, offset=0)
+def test_facets_only_when_asked_paging_total_and_timing(store) -> None:
+    assert store.search("memory", Filters(), limit=1).facets == {}
+    assert set(store.search("memory", Filters(), limit=1, facets=("tag",)).facets) == {"tag"}
+    result = store.search("memory", Filters(), limit=1, offset=0, facets=FACETS)
     assert result.total >= 2 and len(result.results) == 1 and result.next is not None
+    assert "facets=type%2Carch%2Ctag" in result.next  # the next window counts the same facets
     assert result.facets["type"]["hardware"] == result.total
     assert result.facets["arch"]["sm100"] >= 2
     assert result.facets["tag"]["memory"] >= 2

@@ -20,6 +20,8 @@ def test_lean_route_answers_what_the_declared_route_answers(live) -> None:
         "q=memory&arch=sm90&limit=1",
         "q=tensor%20memory&limit=2&offset=1",
         "q=tma&tag=TMA&type=hardware",
+        "q=memory&facets=type,arch,tag&limit=1",
+        "q=memory&facets=tag",
         "q=how%20do%20I%20allocate%20tensor%20memory",
         "q=tensr%20memroy",
         "q=%3Cb%3E%20%22x%22%20%C3%A9t%C3%A9",
@@ -43,6 +45,8 @@ def test_lean_route_answers_what_the_declared_route_answers(live) -> None:
         ("budget_tokens=1", "budget_tokens"),
         ("type=nope", "type"),
         ("arch=sm12", "arch"),
+        ("facets=type,colour", "facets"),
+        ("facets=" + "x" * 101, "facets"),
     ],
 )
 def test_refused_parameters_keep_the_one_error_shape(live, query: str, parameter: str) -> None:
@@ -54,9 +58,10 @@ def test_refused_parameters_keep_the_one_error_shape(live, query: str, parameter
 
 
 def test_lean_route_takes_only_plain_valid_gets() -> None:
-    assert lean_params(b"q=wgmma&limit=10&offset=0&arch=sm90a") == ("wgmma", Filters(arch="sm90a"), 10, 0)
-    assert lean_params(b"") == ("", Filters(), 20, 0)
-    assert lean_params(b"q=x&type=&unknown=1") == ("x", Filters(), 20, 0)  # empty filter: none; unknown names: ignored
+    assert lean_params(b"q=wgmma&limit=10&offset=0&arch=sm90a") == ("wgmma", Filters(arch="sm90a"), 10, 0, ())
+    assert lean_params(b"") == ("", Filters(), 20, 0, ())
+    assert lean_params(b"q=x&type=&unknown=1") == ("x", Filters(), 20, 0, ())  # empty filter: none; unknown names: ignored
+    assert lean_params(b"q=x&facets=tag,type,tag") == ("x", Filters(), 20, 0, ("tag", "type"))
     for declined in (
         b"limit=10.0",
         b"limit=+1",
@@ -65,6 +70,7 @@ def test_lean_route_takes_only_plain_valid_gets() -> None:
         b"q=a&q=b",
         b"budget_tokens=500",
         b"tag=" + b"x" * 101,
+        b"facets=type,colour",
     ):
         assert lean_params(declined) is None, declined
 
