@@ -289,15 +289,14 @@ class SearchEngine:
             s.add_text("lead", "1" if lead else "0")
             s.add_text("heading", f"{sec.heading}\n{heading_extra}")
             s.add_text("text", f"{sec.text}\n{text_extra}")
-            ref = {"heading": sec.heading or row.title, "anchor": sec.anchor, "text": sec.text or sec.heading or row.title}
-            s.add_bytes("data", json.dumps(ref).encode())
+            s.add_bytes("data", _pack_section(sec.heading or row.title, sec.anchor, sec.text or sec.heading or row.title))
             self.sections.writer.add_document(s)
         if not lead_done:  # a page without text still answers with a section: its title
             s = tantivy.Document()
             s.add_text("page_id", row.id)
             s.add_unsigned("page_no", number)
             s.add_text("lead", "1")
-            s.add_bytes("data", json.dumps({"heading": row.title, "anchor": "", "text": row.title}).encode())
+            s.add_bytes("data", _pack_section(row.title, "", row.title))
             self.sections.writer.add_document(s)
         doc.add_text("headings", "\n".join(headings))
         doc.add_text("body", "\n".join(texts))
@@ -592,7 +591,7 @@ class SearchEngine:
                 if pid is not None and pid not in chosen:
                     chosen[pid] = addr
             for pid, addr in chosen.items():
-                best[pid] = json.loads(bytes(sections.searcher.doc(addr)["data"][0]))
+                best[pid] = _unpack_section(sections.searcher.doc(addr)["data"][0])
         missing = [pid for pid in ids if pid not in best]
         if missing:
             lead = (tantivy.Occur.Must, tantivy.Query.term_query(schema, "lead", "1"))
@@ -600,8 +599,24 @@ class SearchEngine:
             found = sections.searcher.search(tantivy.Query.boolean_query([within, lead]), limit=len(missing), count=False)
             for _score, addr in found.hits:
                 doc = sections.searcher.doc(addr)
-                best.setdefault(doc["page_id"][0], json.loads(bytes(doc["data"][0])))
+                best.setdefault(doc["page_id"][0], _unpack_section(doc["data"][0]))
         return best
+
+
+SECTION_SEPARATOR = "\0"
+
+
+def _pack_section(heading: str, anchor: str, text: str) -> bytes:
+    """A section's stored data: heading, anchor and text joined by NUL (a NUL inside one reads as U+FFFD).
+
+    Written 60,000 times for 10,000 pages: several times cheaper than JSON.
+    """
+    return SECTION_SEPARATOR.join(f.replace(SECTION_SEPARATOR, "\ufffd") for f in (heading, anchor, text)).encode()
+
+
+def _unpack_section(data: bytes) -> dict[str, str]:
+    heading, anchor, text = bytes(data).decode().split(SECTION_SEPARATOR)
+    return {"heading": heading, "anchor": anchor, "text": text}
 
 
 def _any_of(schema: Any, field: str, values: list[str]) -> Any:
