@@ -66,7 +66,7 @@ def open_store(settings: Settings, read_only: bool = False) -> Store:
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
         pool_timeout=settings.db_pool_timeout_s,
-        search_engine=SearchEngine(settings.search_cache_size, settings.search_typo_budget_s),
+        search_engine=SearchEngine(settings.search_cache_size, settings.search_typo_budget_s, settings.search_refresh_s),
     )
     if not read_only:
         store.create_schema()

@@ -181,9 +181,11 @@ class Window:
 class SearchEngine:
     """The process's full-text index and its search; thread-safe, rebuilt from SQL on demand."""
 
-    def __init__(self, cache_size: int = 1024, typo_budget_s: float = 0.04) -> None:
+    def __init__(self, cache_size: int = 1024, typo_budget_s: float = 0.04, refresh_s: float = 0.0) -> None:
         self.cache_size = cache_size
         self.typo_budget_s = typo_budget_s
+        self.refresh_s = refresh_s
+        self._checked = -math.inf  # time.monotonic() of the last generation check
         self._lock = threading.Lock()
         self._cache_lock = threading.Lock()
         self._cache: OrderedDict[tuple[Any, ...], SearchPublic] = OrderedDict()
@@ -198,9 +200,25 @@ class SearchEngine:
 
     # -- keeping in line with the SQL index -----------------------------------------
 
+    def due(self) -> bool:
+        """Whether a search should ask the database for the generation first (at most every `refresh_s`).
+
+        A reindex made by this process syncs at once; one made by another process
+        (a CLI `kernelwiki index`, the supervisor of `serve --workers`) is seen
+        within `refresh_s`, like a search engine's refresh interval.
+        """
+        return time.monotonic() - self._checked >= self.refresh_s
+
     def sync(self, conn: Connection) -> None:
         """Bring the index in line with the SQL index behind `conn` (cheap when the generation did not move)."""
-        generation = conn.exec_driver_sql(GENERATION_SQL).scalar() or 0
+        cursor = conn.connection.cursor()  # the DBAPI cursor: SQLAlchemy's execute costs more than this query
+        try:
+            cursor.execute(GENERATION_SQL)
+            row = cursor.fetchone()
+        finally:
+            cursor.close()
+        generation = (row[0] if row else 0) or 0
+        self._checked = time.monotonic()
         if generation == self.generation:
             return
         with self._lock:

@@ -203,14 +203,18 @@ class Store:
         max_chars: int = 2000,
         conn: Connection | None = None,
         facets: tuple[str, ...] = (),
+        sync: bool = True,
     ) -> SearchPublic:
         """Ranked, filtered search (app.search), counted by the `facets` asked for; any input gives results or none.
 
         `conn` serves one small query: the index generation, so this process's
-        full-text index follows reindexes made by other processes too.
+        full-text index follows reindexes made by other processes too (asked at
+        most every `refresh_s` of the engine). `sync=False`: never asked here
+        (the caller checked `search_engine.due()` and holds no connection).
         """
-        with self.connection(conn) as conn:
-            self.search_engine.sync(conn)
+        if sync and self.search_engine.due():
+            with self.connection(conn) as conn:
+                self.search_engine.sync(conn)
         terms = {k: v.lower() if k in ("tag", "language") else v for k, v in filters.as_params().items()}
         if filters.arch:
             terms["arch"] = _normalize_arch(filters.arch)

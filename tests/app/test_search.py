@@ -267,3 +267,22 @@ def test_sqlite_and_postgresql_answer_identically(tmp_path, wiki_dir, postgres_u
         )
         s.engine.dispose()
     assert answers[0] == answers[1]
+
+
+def test_a_serving_engine_asks_for_other_processes_reindexes_at_most_every_refresh_interval(db_url: str, wiki_dir) -> None:
+    from app.search import SearchEngine
+    from app.store import Store
+
+    reader, writer = Store(db_url, search_engine=SearchEngine(refresh_s=3600)), Store(db_url)
+    try:
+        writer.create_schema()
+        writer.reindex(wiki_dir)
+        assert ids(reader.search("TMEM", Filters()))[0] == "hw-tmem"
+        (wiki_dir / "ptx.md").write_text((wiki_dir / "ptx.md").read_text() + "\nwombat\n")
+        writer.reindex(wiki_dir)
+        assert ids(reader.search("wombat", Filters())) == []  # within the interval: the last generation it saw
+        reader.search_engine.refresh_s = 0  # as if the interval had passed
+        assert ids(reader.search("wombat", Filters())) == ["doc-ptx-isa"]
+    finally:
+        reader.engine.dispose()
+        writer.engine.dispose()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+from typing import Any
 
 import pytest
-from starlette.routing import Match
 
-from app.api.search import LeanSearchRoute, lean_params
+from app.api.search import LeanSearch, lean_params
 from app.store import Filters
 
 TOOK = re.compile(rb'"took_ms":[0-9.e+-]+')
@@ -74,16 +75,61 @@ def test_lean_route_takes_only_plain_valid_gets() -> None:
     ):
         assert lean_params(declined) is None, declined
 
+
+async def _through_lean(scope: dict[str, Any]) -> str:
+    """What LeanSearch does with a request: 'declined' when it passes it on to the app."""
+    seen: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append("declined")
+
+    async def send(message: dict[str, Any]) -> None:
+        seen.append(str(message.get("status", "body")))
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request"}
+
+    await LeanSearch(app)(scope, receive, send)
+    return seen[0]
+
+
+def test_lean_path_passes_on_what_only_the_declared_route_answers() -> None:
+    from app.settings import Settings
+
     class State:
-        store = object()
+        store: Any = None  # not opened yet: the declared route answers 503 with the reason
+        settings = Settings()
 
     class App:
         state = State()
 
-    route = LeanSearchRoute("/api/search", lambda request: None, methods=["GET"])
-    scope = {"type": "http", "method": "GET", "path": "/api/search", "root_path": "", "query_string": b"q=x", "app": App()}
-    assert route.matches(scope)[0] is Match.FULL
-    assert route.matches({**scope, "method": "HEAD"})[0] is Match.NONE
-    assert route.matches({**scope, "query_string": b"limit=abc"})[0] is Match.NONE
-    State.store = None  # not opened yet: the declared route answers 503 with the reason
-    assert route.matches(scope)[0] is Match.NONE
+    scope = {"type": "http", "method": "GET", "path": "/api/search", "query_string": b"q=x", "app": App()}
+    for declined in (
+        scope,
+        {**scope, "method": "HEAD"},
+        {**scope, "path": "/api/searchx"},
+        {**scope, "query_string": b"limit=abc"},
+    ):
+        assert asyncio.run(_through_lean(declined)) == "declined", declined
+
+    class Broken:
+        engine = None  # any failure while answering: the declared route meets it and answers with the app's handlers
+
+    State.store = Broken()
+    assert asyncio.run(_through_lean(scope)) == "declined"
+
+
+def test_lean_path_answers_a_plain_search_itself(store) -> None:  # type: ignore[no-untyped-def]
+    from app.settings import Settings
+
+    class State:
+        settings = Settings()
+
+    State.store = store  # type: ignore[attr-defined]
+
+    class App:
+        state = State()
+
+    scope = {"type": "http", "method": "GET", "path": "/api/search", "query_string": b"q=cp.async.bulk", "app": App()}
+    assert asyncio.run(_through_lean(scope)) == "200"  # answered here, not passed on
+    assert asyncio.run(_through_lean({**scope, "query_string": b"q=x&type=nope"})) == "declined"  # the 422 is the app's
