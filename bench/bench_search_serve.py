@@ -14,12 +14,15 @@ bm25(fts) limit 10`. `wrk` (apt install wrk) drives each server in turn with:
   frequencies (seeded), each thread walking the stream from its own offset;
 
 at 8 and at 64 connections. kernelwiki runs with its result cache off
-(KERNELWIKI_SEARCH_CACHE_SIZE=0) for every figure, then once more with the
-cache on for the hot mix (labelled `cached`), and without its access log
+(KERNELWIKI_SEARCH_CACHE_SIZE=0) for every figure, once per `--workers` count
+(`serve --workers N`), then once more with the cache on for the hot mix
+(labelled `cached`), and without its access log
 (KERNELWIKI_ACCESS_LOG=false; `datasette serve` has no such switch and logs
 every request, to /dev/null here). Both servers answer the top 10
 with an excerpt; words reach FTS5 quoted ("w1" "w2", an AND), so no query is a
 syntax error there. Errors are wrk's socket errors plus non-2xx answers.
+Each server is measured once its start-up work (index build, page warm-up) is
+over: under 5% CPU for a second.
 """
 
 from __future__ import annotations
@@ -136,6 +139,36 @@ def wait_until(url: str, seconds: float, proc: subprocess.Popen) -> None:  # typ
     raise RuntimeError(f"no answer from {url} within {seconds} s")
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds used by a process and its live children (the workers of `serve --workers`), from /proc."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    pids = [pid]
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    if children.exists():
+        pids += [int(p) for p in children.read_text().split()]
+    for p in pids:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def wait_idle(pid: int, seconds: float = 180.0) -> float:
+    """Wait until the server has finished its start-up work (index build, page warm-up): under 5% CPU for 1 s."""
+    started = time.monotonic()
+    before = cpu_seconds(pid)
+    while time.monotonic() - started < seconds:
+        time.sleep(1.0)
+        now = cpu_seconds(pid)
+        if now - before < 0.05:
+            break
+        before = now
+    return time.monotonic() - started
+
+
 def stop(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
     proc.send_signal(signal.SIGINT)
     try:
@@ -197,6 +230,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=DISTINCT, help="length of the distinct-query stream")
     parser.add_argument("--port", type=int, default=8791)
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--workers", default="1", help="comma-separated `serve --workers` counts for the uncached rows (e.g. 1,2)"
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed (apt install wrk)")
@@ -243,21 +279,24 @@ def main() -> None:
             flush=True,
         )
 
-        for label, cache in (("kernelwiki", "0"), ("kernelwiki cached", "1024")):
+        counts = [int(w) for w in args.workers.split(",")]
+        servers = [("kernelwiki" if w == 1 else f"kernelwiki x{w} workers", "0", w) for w in counts]
+        for label, cache, workers in [*servers, ("kernelwiki cached", "1024", 1)]:
             proc = subprocess.Popen(
-                [str(KW_BIN), "serve", "--port", str(args.port)],
+                [str(KW_BIN), "serve", "--port", str(args.port), "--workers", str(workers)],
                 env={**env, "KERNELWIKI_SEARCH_CACHE_SIZE": cache, "KERNELWIKI_ACCESS_LOG": "false"},
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
             try:
                 wait_until(base + "/api/search?q=warp", 600, proc)
+                wait_idle(proc.pid)
                 figures[label] = drive(
                     label, base, kw_files, script, args.seconds, runs if cache == "0" else [("hot", 8), ("hot", 64)]
                 )
             finally:
                 stop(proc)
-            if label == "kernelwiki":  # Datasette between the two, in the same run
+            if label == servers[-1][0]:  # Datasette between kernelwiki's runs, in the same run
                 (tmp / "metadata.json").write_text(
                     json.dumps(
                         {
@@ -292,24 +331,23 @@ def main() -> None:
                 )
                 try:
                     wait_until(base + "/fts/search.json?_shape=array&q=%22warp%22", 120, proc)
+                    wait_idle(proc.pid)
                     figures["datasette"] = drive("datasette (FTS5 bm25)", base, ds_files, script, args.seconds, runs)
                 finally:
                     stop(proc)
 
     print(
-        "\n| workload | conns | kernelwiki req/s | p50 ms | p99 ms | errors | Datasette req/s | p50 ms | p99 ms | errors | ratio |"
+        "\n| server | workload | conns | kernelwiki req/s | p50 ms | p99 ms | errors | Datasette req/s | p50 ms | p99 ms | errors | ratio |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for workload, conns in runs:
-        k, d = figures["kernelwiki"][f"{workload}/{conns}"], figures["datasette"][f"{workload}/{conns}"]
-        ratio = k["rps"] / d["rps"] if d["rps"] else float("inf")
-        print(
-            f"| {workload} | {conns} | {k['rps']} | {k['p50_ms']} | {k['p99_ms']} | {k['errors']} | {d['rps']} | {d['p50_ms']} | {d['p99_ms']} | {d['errors']} | {ratio:.2f}× |"
-        )
-    for key, c in figures["kernelwiki cached"].items():
-        print(
-            f"| {key.split('/')[0]} (cached) | {key.split('/')[1]} | {c['rps']} | {c['p50_ms']} | {c['p99_ms']} | {c['errors']} | | | | | |"
-        )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for label, _cache, _workers in [*servers, ("kernelwiki cached", "", 1)]:
+        for key, k in figures[label].items():
+            d = figures["datasette"][key]
+            workload, conns = key.split("/")
+            ratio = k["rps"] / d["rps"] if d["rps"] else float("inf")
+            print(
+                f"| {label} | {workload} | {conns} | {k['rps']} | {k['p50_ms']} | {k['p99_ms']} | {k['errors']} | {d['rps']} | {d['p50_ms']} | {d['p99_ms']} | {d['errors']} | {ratio:.2f}× |"
+            )
     result = {"pages": args.pages, "index_s": round(index_s, 1), "seconds": args.seconds, "figures": figures}
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
