@@ -30,6 +30,8 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.proc import wait_idle  # noqa: E402
+
 GPU_WORDS = (
     "warp warpgroup tensor memory shared global cluster barrier mbarrier pipeline stage swizzle bank "
     "register occupancy latency throughput bandwidth tile fragment accumulator descriptor layout async "
@@ -221,6 +223,7 @@ def main() -> None:
                     time.sleep(0.1)
             search_paths = [f"/api/search?q={q}" for q in QUERIES]
             latencies(url, search_paths, 1)  # warm-up
+            wait_idle(server.pid)  # the server's start-up work (full-text index, page warm-up) is over
             base = latencies(url, ["/api/health"], args.rounds * len(QUERIES))
             lat = latencies(url, search_paths, args.rounds)
             rps = throughput(url, search_paths, 8, args.seconds)

@@ -49,6 +49,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.bench_index import generate  # noqa: E402
+from bench.proc import wait_idle  # noqa: E402
 
 HOT = [
     "wgmma",
@@ -137,36 +138,6 @@ def wait_until(url: str, seconds: float, proc: subprocess.Popen) -> None:  # typ
             pass
         time.sleep(0.2)
     raise RuntimeError(f"no answer from {url} within {seconds} s")
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU seconds used by a process and its live children (the workers of `serve --workers`), from /proc."""
-    total = 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    pids = [pid]
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    if children.exists():
-        pids += [int(p) for p in children.read_text().split()]
-    for p in pids:
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-    return total
-
-
-def wait_idle(pid: int, seconds: float = 180.0) -> float:
-    """Wait until the server has finished its start-up work (index build, page warm-up): under 5% CPU for 1 s."""
-    started = time.monotonic()
-    before = cpu_seconds(pid)
-    while time.monotonic() - started < seconds:
-        time.sleep(1.0)
-        now = cpu_seconds(pid)
-        if now - before < 0.05:
-            break
-        before = now
-    return time.monotonic() - started
 
 
 def stop(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]

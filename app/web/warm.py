@@ -9,6 +9,7 @@ first index is done, renders up to `PRERENDER_PAGES` page bodies into the cache.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from app.store import Filters
@@ -18,6 +19,9 @@ from app.web.state import WebState
 
 log = logging.getLogger("kernelwiki")
 PRERENDER_PAGES = 200
+PAUSE_S = 0.02
+"""Rest between two pre-rendered pages, so the event loop serving requests gets the GIL back: a thread rendering
+page after page starves it (a benchmark whose requests overlapped the start-up work saw 4 search answers/s)."""
 STORE_WAIT_S = 120.0
 
 
@@ -44,6 +48,7 @@ def warm_up(app: Any) -> None:
             store.search_engine.sync(conn)  # a worker that did not index builds its full-text index now, not on a reader's search
             for page in store.list_pages(Filters(), limit=PRERENDER_PAGES, conn=conn, facets=False).pages:
                 page_view(store, state, page.id, conn)
+                time.sleep(PAUSE_S)
     except Exception:  # warming is an optimisation: never let it take the app down
         log.warning("pre-rendering pages failed", exc_info=True)
     finally:
