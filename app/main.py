@@ -118,10 +118,13 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
                 status.update(state="ok")
             else:
                 keeper = keeper_for(settings, app.state.store, status).start()
-        threading.Thread(target=warm_up, args=(app,), name="kernelwiki-web-warm-up", daemon=True).start()
+        warmer = threading.Thread(target=warm_up, args=(app,), name="kernelwiki-web-warm-up", daemon=True)
+        warmer.start()
         try:
             yield
         finally:
+            app.state.web.closing.set()
+            warmer.join(timeout=2)  # it stops between two pages; a full-text build still under way is left to finish
             if keeper is not None:
                 keeper.stop()
             if app.state.store is not None:

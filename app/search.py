@@ -32,6 +32,8 @@ import math
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -186,6 +188,8 @@ class SearchEngine:
         self.typo_budget_s = typo_budget_s
         self.refresh_s = refresh_s
         self._checked = -math.inf  # time.monotonic() of the last generation check
+        self._writers = 0  # reindexes of this process under way (`writing`)
+        self._writers_lock = threading.Lock()
         self._lock = threading.Lock()
         self._cache_lock = threading.Lock()
         self._cache: OrderedDict[tuple[Any, ...], SearchPublic] = OrderedDict()
@@ -205,9 +209,21 @@ class SearchEngine:
 
         A reindex made by this process syncs at once; one made by another process
         (a CLI `kernelwiki index`, the supervisor of `serve --workers`) is seen
-        within `refresh_s`, like a search engine's refresh interval.
+        within `refresh_s`, like a search engine's refresh interval. While this
+        process reindexes, every search asks (its SQL commit may land at any time).
         """
-        return time.monotonic() - self._checked >= self.refresh_s
+        return self._writers > 0 or time.monotonic() - self._checked >= self.refresh_s
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Around a reindex of this process: searches ask for the generation until it is over (see `due`)."""
+        with self._writers_lock:
+            self._writers += 1
+        try:
+            yield
+        finally:
+            with self._writers_lock:
+                self._writers -= 1
 
     def sync(self, conn: Connection) -> None:
         """Bring the index in line with the SQL index behind `conn` (cheap when the generation did not move)."""

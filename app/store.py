@@ -129,9 +129,10 @@ class Store:
 
     def reindex(self, root: Path, force: bool = False) -> IndexReport:
         """Reindex the wiki into SQL, then bring this process's full-text index in line (changed pages only)."""
-        report = reindex(self.engine, root, force=force)
-        with self.engine.connect() as conn:
-            self.search_engine.sync(conn)
+        with self.search_engine.writing():  # searches meanwhile ask for the generation, so none answers stale after the commit
+            report = reindex(self.engine, root, force=force)
+            with self.engine.connect() as conn:
+                self.search_engine.sync(conn)
         return report
 
     # -- filters ---------------------------------------------------------------

@@ -48,6 +48,9 @@ class WebState:
     asset_version: str = ""  # appended to asset URLs so browsers refetch after a change
     warmed: threading.Event = field(default_factory=threading.Event)  # set once templates and lexers are compiled
     prerendered: threading.Event = field(default_factory=threading.Event)  # set when background pre-rendering ended
+    closing: threading.Event = field(
+        default_factory=threading.Event
+    )  # set at shutdown: pre-rendering stops, its connection goes back
 
 
 def web_state(request: Request) -> WebState:

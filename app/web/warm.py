@@ -37,8 +37,10 @@ def warm_up(app: Any) -> None:
         state.warmed.set()
     try:
         ready = getattr(app.state, "index_status", None)
-        if ready is not None and not ready.ready.wait(STORE_WAIT_S):
-            return  # still indexing after two minutes: pages render on first view instead
+        deadline = time.monotonic() + STORE_WAIT_S
+        while ready is not None and not ready.ready.wait(0.2):
+            if state.closing.is_set() or time.monotonic() > deadline:
+                return  # shutting down, or still indexing after two minutes: pages render on first view instead
         if getattr(app.state, "store", None) is None or getattr(ready, "state", "ok") == "degraded":
             return
         from app.web.views import page_view
@@ -47,8 +49,9 @@ def warm_up(app: Any) -> None:
         with store.engine.connect() as conn:  # this thread's own connection, given back when warming ends
             store.search_engine.sync(conn)  # a worker that did not index builds its full-text index now, not on a reader's search
             for page in store.list_pages(Filters(), limit=PRERENDER_PAGES, conn=conn, facets=False).pages:
+                if state.closing.wait(PAUSE_S):
+                    return  # the app is shutting down: give the connection back before its pool is disposed
                 page_view(store, state, page.id, conn)
-                time.sleep(PAUSE_S)
     except Exception:  # warming is an optimisation: never let it take the app down
         log.warning("pre-rendering pages failed", exc_info=True)
     finally:

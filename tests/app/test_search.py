@@ -283,6 +283,14 @@ def test_a_serving_engine_asks_for_other_processes_reindexes_at_most_every_refre
         assert ids(reader.search("wombat", Filters())) == []  # within the interval: the last generation it saw
         reader.search_engine.refresh_s = 0  # as if the interval had passed
         assert ids(reader.search("wombat", Filters())) == ["doc-ptx-isa"]
+        reader.search_engine.refresh_s = 3600
+        assert not reader.search_engine.due()
+        with reader.search_engine.writing():  # this process reindexing: its commit may land any time, so every search asks
+            assert reader.search_engine.due()
+        assert not reader.search_engine.due()
+        (wiki_dir / "ptx.md").write_text((wiki_dir / "ptx.md").read_text() + "\nnumbat\n")
+        reader.reindex(wiki_dir)  # its own reindex: seen at once
+        assert ids(reader.search("numbat", Filters())) == ["doc-ptx-isa"]
     finally:
         reader.engine.dispose()
         writer.engine.dispose()
