@@ -6,12 +6,30 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlmodel import create_engine
 
 from app import models  # noqa: F401  (registers the tables)
 
 T = TypeVar("T")
+
+
+GENERATION_SQL = "SELECT value FROM index_state WHERE key = 'generation'"
+
+
+def index_generation(conn: Connection) -> int | None:
+    """The index generation (grows with every reindex that changed something; None before the first).
+
+    Plain SQL on the DBAPI cursor: searches ask this often, and SQLAlchemy's statement
+    execution costs more than the query.
+    """
+    cursor = conn.connection.cursor()
+    try:
+        cursor.execute(GENERATION_SQL)
+        row = cursor.fetchone()
+    finally:
+        cursor.close()
+    return row[0] if row else None
 
 
 def is_sqlite(url: str) -> bool:

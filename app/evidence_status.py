@@ -20,7 +20,8 @@ from sqlalchemy import func, text
 from sqlalchemy.engine import Connection
 from sqlmodel import select
 
-from app.models import EvidenceRow, StateRow
+from app.db import index_generation
+from app.models import EvidenceRow
 
 
 def data_version(conn: Connection) -> tuple[Any, ...]:
@@ -29,7 +30,7 @@ def data_version(conn: Connection) -> tuple[Any, ...]:
     Evidence is only ever added (a record id is stored once), so its count grows with every insert. On
     SQLite the largest rowid grows the same way and costs one index step instead of a count of every row.
     """
-    generation = conn.execute(select(StateRow.value).where(StateRow.key == "generation")).scalar()
+    generation = index_generation(conn)
     grows = text("max(rowid)") if conn.dialect.name == "sqlite" else func.count()
     count, newest = conn.execute(select(grows, func.max(EvidenceRow.timestamp)).select_from(EvidenceRow)).one()
     return generation, count or 0, newest

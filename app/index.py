@@ -23,7 +23,7 @@ from sqlalchemy import delete, exists, func, insert, or_, update
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
-from app.db import chunks
+from app.db import chunks, index_generation
 from app.markdown import render
 from app.models import (
     AliasRow,
@@ -260,7 +260,7 @@ def _fast_walk(root: Path) -> dict[str, tuple[str, int, int]]:
 
 def bump_generation(conn: Connection) -> None:
     """Mark the index as changed, so caches keyed on the generation (facets, vocabulary) refresh."""
-    current = conn.execute(select(StateRow.value).where(col(StateRow.key) == "generation")).scalar()
+    current = index_generation(conn)
     if current is None:
         conn.execute(insert(StateRow).values(key="generation", value=1))
     else:

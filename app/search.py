@@ -43,7 +43,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 from sqlmodel import col
 
-from app.db import chunks
+from app.db import chunks, index_generation
 from app.models import PageRow, SectionRow
 from app.schemas import SearchPublic, SearchResult, SectionRef
 from app.text import MAX_WORD, WORD_PATTERN, arch_forms, excerpt, extras, fold, phrases, question_words, root, words as words_of
@@ -77,10 +77,6 @@ FACET_TAGS = 30
 RUN_WORDS = 12
 """Query words (from the first) whose runs are compared with aliases and titles."""
 ANALYZER = "kw"
-
-
-GENERATION_SQL = "SELECT value FROM index_state WHERE key = 'generation'"
-"""Asked on every search (plain SQL: no statement compilation on the hot path)."""
 
 
 Variants = dict[str, list[tuple[str, float]]]
@@ -227,13 +223,7 @@ class SearchEngine:
 
     def sync(self, conn: Connection) -> None:
         """Bring the index in line with the SQL index behind `conn` (cheap when the generation did not move)."""
-        cursor = conn.connection.cursor()  # the DBAPI cursor: SQLAlchemy's execute costs more than this query
-        try:
-            cursor.execute(GENERATION_SQL)
-            row = cursor.fetchone()
-        finally:
-            cursor.close()
-        generation = (row[0] if row else 0) or 0
+        generation = index_generation(conn) or 0
         self._checked = time.monotonic()
         if generation == self.generation:
             return

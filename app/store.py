@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col
 
 from app.claims import claim_problems, facts_from_public
-from app.db import chunks, create_schema, make_engine
+from app.db import chunks, create_schema, index_generation, make_engine
 from app.evidence_status import StatusIndex, build_status_index, data_version
 from app.evidence_store import EvidenceStore, page_evidence_text
 from app.index import IndexReport, reindex
@@ -34,7 +34,6 @@ from app.models import (
     PageRow,
     SectionRow,
     SnippetRow,
-    StateRow,
     table_of,
 )
 from app.schemas import (
@@ -315,7 +314,7 @@ class Store:
 
     def _per_generation(self, conn: Connection, key: Any, make: Callable[[], T]) -> T:
         """`make()` once per index generation and key (a small LRU; the answers are small)."""
-        full = (conn.execute(select(col(StateRow.value)).where(col(StateRow.key) == "generation")).scalar(), key)
+        full = (index_generation(conn), key)
         with self._listing_lock:
             if full in self._listing_cache:
                 self._listing_cache.move_to_end(full)

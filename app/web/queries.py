@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 from sqlmodel import col, select
 
-from app.models import EvidenceRow, PageRow, SnippetRow, StateRow
+from app.models import EvidenceRow, PageRow, SnippetRow
 
 
 @dataclass(frozen=True)
@@ -58,11 +58,6 @@ def latest_run(conn: Connection) -> dict[str, Any] | None:
     """The newest evidence record's data (when, where, with which toolchain), or None."""
     row = conn.execute(select(EvidenceRow.data).order_by(col(EvidenceRow.timestamp).desc()).limit(1)).first()
     return json.loads(row.data) if row else None
-
-
-def generation(conn: Connection) -> int | None:
-    """The index generation: grows with every reindex that changed something."""
-    return conn.execute(select(StateRow.value).where(StateRow.key == "generation")).scalar()
 
 
 def page_titles(conn: Connection, page_ids: list[str]) -> dict[str, str]:

@@ -11,10 +11,10 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
+from app.db import index_generation
 from app.deps import ConnDep, Offset, SettingsDep, StoreDep
 from app.search import FACETS
 from app.store import Filters
-from app.web import queries
 from app.web.graph import GRAPH_NODES, layout
 from app.web.respond import html_page
 from app.web.state import web_state
@@ -195,7 +195,7 @@ def graph(request: Request, store: StoreDep, conn: ConnDep, page: Param = None) 
     if page and page_id is None:
         raise HTTPException(404, f"No page is called “{page}”.")
     web = web_state(request)
-    key = (queries.generation(conn), page_id)
+    key = (index_generation(conn), page_id)
 
     def draw() -> tuple[str, dict[str, object]]:
         data = store.graph(page=page_id, depth=1, limit=GRAPH_NODES, conn=conn)

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from sqlalchemy.engine import Connection
 
 from app import evidence_status
+from app.db import index_generation
 from app.evidence_status import StatusIndex
 from app.schemas import PageList, PagePublic, PageSummary, SearchPublic, SearchResult, SnippetPublic
 from app.store import Filters, Store
@@ -67,7 +68,7 @@ def page_view(store: Store, web: WebState, page_id: str, conn: Connection) -> Pa
     if page is None:
         return None
     source = queries.page_source(conn, page_id)
-    generation = queries.generation(conn)
+    generation = index_generation(conn)
     links = web.links.get_or_make(generation, lambda: queries.link_map(conn))
     errors = queries.snippet_errors(conn, page_id) if any(s.mode == "error" for s in page.snippets) else {}
     if source is None:
