@@ -146,14 +146,24 @@ def _word_schema() -> Any:
     return sb.build()
 
 
+WRITER_HEAP = 512_000_000
+"""Indexing memory budget (an upper bound, taken as used): 10,000 pages build one segment in about 150 MB."""
+
+
 class _Tantivy:
-    """One in-memory tantivy index with its writer and current searcher."""
+    """One in-memory tantivy index with its writer and current searcher.
+
+    One indexing thread, so a build makes one segment (each indexing thread
+    writes its own, and tantivy-py cannot merge them on request): a search
+    then walks one term dictionary per term instead of two, which made every
+    search step 15-25% cheaper at 10,000 pages, for about 0.8 s more build time.
+    """
 
     def __init__(self, schema: Any) -> None:
         self.schema = schema
         self.index = tantivy.Index(schema)
         self.index.register_tokenizer(ANALYZER, analyzer())
-        self.writer = self.index.writer(heap_size=64_000_000, num_threads=2)
+        self.writer = self.index.writer(heap_size=WRITER_HEAP, num_threads=1)
         self.searcher = self.index.searcher()
 
     def commit(self) -> None:
@@ -485,13 +495,12 @@ class SearchEngine:
                     found[name] = terms[:PREFIX_EXPANSIONS]
         return found
 
-    def _word_clause(
-        self, schema: Any, fields: dict[str, float], variants: Variants, source: dict[str, str] | None = None
-    ) -> Any:
+    def _word_clause(self, schema: Any, fields: dict[str, float], variants: Variants) -> Any:
+        """A page matches one query word: a union of its terms over the fields, each term weighted and boosted."""
         subs = [
             (tantivy.Occur.Should, tantivy.Query.boost_query(tantivy.Query.term_query(schema, name, term), boost * weight))
             for name, boost in fields.items()
-            for term, weight in variants[ALL] + variants.get((source or {}).get(name, name), [])
+            for term, weight in variants[ALL] + variants.get(name, [])
         ]
         return tantivy.Query.boolean_query(subs)
 
@@ -593,19 +602,42 @@ class SearchEngine:
             )
         return out
 
+    def _section_query(self, pages: Any, words: list[str], variants: dict[str, Variants]) -> Any:
+        """Sections of `pages` holding any of the words, scored as `_word_clause` scores them, one clause per term.
+
+        Each term is intersected with the pages on its own, and the clauses are
+        summed: the same scores as the pages AND a union of the terms, without
+        that union (tantivy seeks a union by scoring every match in a 4,096-document
+        window: 0.47 ms a query at 10,000 pages against 0.14 ms for this form).
+        """
+        schema = self.sections.schema
+        clauses = [
+            (
+                tantivy.Occur.Should,
+                tantivy.Query.boolean_query(
+                    [
+                        (tantivy.Occur.Must, pages),
+                        (
+                            tantivy.Occur.Must,
+                            tantivy.Query.boost_query(tantivy.Query.term_query(schema, name, term), boost * weight),
+                        ),
+                    ]
+                ),
+            )
+            for w in words
+            for name, boost in SECTION_FIELDS.items()
+            for term, weight in variants[w][ALL] + variants[w].get(SECTION_SOURCE[name], [])
+        ]
+        return tantivy.Query.boolean_query(clauses)
+
     def _best_sections(self, ids: list[str], words: list[str], variants: dict[str, Variants]) -> dict[str, dict[str, str]]:
         """Each page's best-matching section, or its first section with text."""
         sections = self.sections
         schema = sections.schema
-        within = (tantivy.Occur.Must, _any_of(schema, "page_id", ids))
+        pages = _any_of(schema, "page_id", ids)
         best: dict[str, dict[str, str]] = {}
         if words:
-            text = tantivy.Query.boolean_query(
-                [(tantivy.Occur.Should, self._word_clause(schema, SECTION_FIELDS, variants[w], SECTION_SOURCE)) for w in words]
-            )
-            found = sections.searcher.search(
-                tantivy.Query.boolean_query([within, (tantivy.Occur.Must, text)]), limit=len(ids) * 16, count=False
-            )
+            found = sections.searcher.search(self._section_query(pages, words, variants), limit=len(ids) * 16, count=False)
             addrs = [addr for _score, addr in found.hits]
             # Group by the page's number (a fast field), and read only the chosen sections' stored data.
             numbers = {self._page_no[pid]: pid for pid in ids if pid in self._page_no}
@@ -619,7 +651,7 @@ class SearchEngine:
         missing = [pid for pid in ids if pid not in best]
         if missing:
             lead = (tantivy.Occur.Must, tantivy.Query.term_query(schema, "lead", "1"))
-            within = (tantivy.Occur.Must, _any_of(schema, "page_id", missing))
+            within = (tantivy.Occur.Must, pages if len(missing) == len(ids) else _any_of(schema, "page_id", missing))
             found = sections.searcher.search(tantivy.Query.boolean_query([within, lead]), limit=len(missing), count=False)
             for _score, addr in found.hits:
                 doc = sections.searcher.doc(addr)

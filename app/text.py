@@ -174,16 +174,17 @@ def _word_start(flat: str, at: int) -> int:
     return start
 
 
-def _marks(flat: str, wanted: frozenset[str], lo: int = 0, hi: int | None = None) -> Iterator[tuple[int, int]]:
-    """Spans of the marked words of `flat` that begin in [lo, hi): wanted terms found by one regex, checked as whole words."""
-    if not wanted:
-        return
+def _marks(
+    flat: str, haystack: str, finder: re.Pattern[str], wanted: frozenset[str], lo: int = 0, hi: int | None = None
+) -> Iterator[tuple[int, int]]:
+    """Spans of the marked words of `flat` that begin in [lo, hi): wanted terms found by one regex, checked as whole words.
+
+    `haystack` is `flat` lowercased when that kept every offset (else `flat` itself,
+    with a case-blind `finder`): see `excerpt`.
+    """
     hi = len(flat) if hi is None else hi
-    lowered = flat.lower()
-    exact_case = len(lowered) == len(flat)  # lowercasing kept every offset (not so for a few non-ASCII letters)
-    haystack = lowered if exact_case else flat
     seen = -1
-    for m in _finder(wanted, not exact_case).finditer(haystack, lo, min(len(flat), hi + MAX_WORD)):
+    for m in finder.finditer(haystack, lo, min(len(flat), hi + MAX_WORD)):
         if m.start() < seen:
             continue  # inside a word already judged
         start = _word_start(flat, m.start())
@@ -208,15 +209,22 @@ def excerpt(text: str, wanted: set[str] | frozenset[str], width: int = 200) -> s
     """
     flat = " ".join(text.split())
     wanted = frozenset(w for w in wanted if w)
-    first = next(_marks(flat, wanted), None)
+    spans: list[tuple[int, int]] = []
     start = 0
-    if first is not None:
-        start = max(0, first[0] - width // 3)
-        if start:  # begin at a word boundary
-            space = flat.find(" ", start)
-            start = space + 1 if 0 <= space < first[0] else start
-    end = min(len(flat), start + width)
-    spans = list(_marks(flat, wanted, start, end))
+    end = min(len(flat), width)
+    if wanted:
+        lowered = flat.lower()
+        exact_case = len(lowered) == len(flat)  # lowercasing kept every offset (not so for a few non-ASCII letters)
+        haystack = lowered if exact_case else flat
+        finder = _finder(wanted, not exact_case)
+        first = next(_marks(flat, haystack, finder, wanted), None)
+        if first is not None:
+            start = max(0, first[0] - width // 3)
+            if start:  # begin at a word boundary
+                space = flat.find(" ", start)
+                start = space + 1 if 0 <= space < first[0] else start
+            end = min(len(flat), start + width)
+            spans = list(_marks(flat, haystack, finder, wanted, start, end))
     if end < len(flat):  # end at a word boundary, but never cut a marked word
         space = flat.rfind(" ", start, end)
         cut = space if space > start else end
