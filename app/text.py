@@ -2,14 +2,18 @@
 
 A word is a run of letters, digits and '_', or such runs joined by '.' or '::',
 so `cp.async.bulk.tensor.2d`, `shared::cluster`, `__syncthreads`, `expect_tx`,
-`m16n8k16` and `tcgen05.ld` are single terms (the tantivy tokenizer in
-app/search.py uses the same pattern). Indexed text also carries, for each
-compound identifier, its parts (`tensor`), its suffixes (`shared::cluster…`
+`m16n8k16` and `tcgen05.ld` are single terms. Indexed text also carries, for
+each compound identifier, its parts (`tensor`), its suffixes (`shared::cluster…`
 inside a longer mnemonic) and, for underscored words, their pieces
 (`syncthreads`, `expect`, `tx`); a prefix query for `cp.async.bulk` then
 finds `cp.async.bulk.tensor.2d`. Architecture labels in any spelling the UI
 or a page uses (`sm_90a`, `SM90A`, `sm90a`) are indexed as `sm90a` and as
 their family `sm90`, and queries are read the same way.
+
+The index (app/search.py) keeps these terms in two fields per text: plain
+words (letters and digits only), which tantivy's fast simple tokenizer finds
+in the text itself, and identifier terms (with '.', '::' or '_'), which
+`index_terms` lists; `plain_word` says which of the two a term belongs to.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import unicodedata
 from collections.abc import Iterator
 
 WORD_PATTERN = r"\w+(?:(?:\.|::)\w+)*"
-"""A word, or words joined by '.' or '::' (PTX mnemonics, CUDA scopes); also the index's tokenizer."""
+"""A word, or words joined by '.' or '::' (PTX mnemonics, CUDA scopes)."""
 WORD = re.compile(WORD_PATTERN)
 SEPARATOR = re.compile(r"\.|::")
 ARCH = re.compile(r"sm_?(\d{2,3})([af]?)")
@@ -93,16 +97,39 @@ def _plain(text: str) -> bool:
     return ("sm" not in text and "SM" not in text and "Sm" not in text) or ARCH_HINT.search(text) is None
 
 
-def extras(text: str) -> str:
-    """The extra index forms of every identifier in `text`, space-separated ('' when there are none)."""
+ALNUM_RUN = re.compile(r"[^\W_]+")
+"""A run of letters and digits: what tantivy's simple tokenizer keeps of a text."""
+
+
+def plain_word(term: str) -> bool:
+    """True for a term of letters and digits only (`tensor`, `sm90a`); False for an identifier term (`cp.async`, `expect_tx`)."""
+    return term.isalnum()
+
+
+def index_terms(text: str) -> tuple[str, str]:
+    """The terms of `text`'s identifiers that the simple tokenizer cannot find in it, space-separated: (plain, identifier).
+
+    Plain: architecture forms (`sm90a` and `sm90` for `sm_90a`). Identifier: every
+    word with '.', '::' or '_' and its forms of that kind (suffixes, underscored
+    pieces). The letters-and-digits pieces of an identifier (`cp`, `async`,
+    `syncthreads`) are not listed: the simple tokenizer finds them in the text.
+    """
     if _plain(text):
-        return ""
-    found: list[str] = []
+        return "", ""
+    plain: list[str] = []
+    identifiers: list[str] = []
     for match in NEEDS_EXTRAS.finditer(text):
         token = match.group(0)
-        if token.strip("_"):
-            found.extend(word_forms(fold(token)))
-    return " ".join(found)
+        if not token.strip("_"):
+            continue
+        word = fold(token)
+        runs = ALNUM_RUN.findall(word)
+        for form in (word, *word_forms(word)):
+            if not plain_word(form):
+                identifiers.append(form)
+            elif form not in runs:
+                plain.append(form)
+    return " ".join(plain), " ".join(identifiers)
 
 
 def words(text: str) -> list[str]:

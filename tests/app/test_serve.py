@@ -126,6 +126,11 @@ def test_it_listens_at_once_and_health_reports_indexing_progress(site: Path) -> 
         first = server.health()
         assert first.status_code == 200
         body = first.json()
+        assert body["status"] in ("starting", "indexing"), body  # answered before the first index is built
+        deadline = time.monotonic() + 30
+        while body["status"] == "starting" and time.monotonic() < deadline:  # counting the files: a moment under load
+            time.sleep(0.02)
+            body = server.health().json()
         assert body["status"] == "indexing", body  # answered while the first index is still being built
         assert body["indexing"]["files"] == 1504 and body["indexing"]["phase"] and body["indexing"]["elapsed_s"] >= 0
         early = httpx.post(server.url + "/api/evidence", json=[], headers=AUTH)  # snippets are not known yet: come back later
