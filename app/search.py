@@ -161,6 +161,7 @@ def _page_schema() -> Any:
         sb.add_text_field(name, tokenizer_name="raw", fast=True, index_option="basic")
     sb.add_text_field("alias_exact", tokenizer_name="raw", index_option="basic")
     sb.add_text_field("title_exact", tokenizer_name="raw", index_option="basic")
+    sb.add_unsigned_field("page_no", fast=True)
     sb.add_bytes_field("data", stored=True)
     return sb.build()
 
@@ -170,6 +171,7 @@ def _section_schema() -> Any:
     sb.add_text_field("page_id", stored=True, tokenizer_name="raw", index_option="basic")
     sb.add_text_field("lead", tokenizer_name="raw", index_option="basic")
     sb.add_unsigned_field("page_no", fast=True)
+    sb.add_unsigned_field("section_no", fast=True)
     for name in SECTION_FIELDS:
         sb.add_text_field(name, tokenizer_name=ANALYZER, index_option="freq")
         sb.add_text_field(name + IDS, tokenizer_name=IDS_ANALYZER, index_option="freq")
@@ -239,7 +241,14 @@ class SearchEngine:
         self._cache_lock = threading.Lock()
         self._cache: OrderedDict[tuple[Any, ...], SearchPublic] = OrderedDict()
         self._hashes: dict[str, str] = {}
-        self._page_no: dict[str, int] = {}  # page id → the number its sections carry (a fast field, for grouping)
+        self._page_no: dict[str, int] = {}  # page id → its number (a fast field of the page and of its sections)
+        # What a result shows of a page and of a section, by number, in memory: reading it from tantivy's compressed
+        # store cost ~10 us a document, 20 documents a search. A search holding an older searcher may meet a number
+        # already dropped here; it then reads the store (`_page_of`, `_section_of`).
+        self._page_data: dict[int, dict[str, Any]] = {}
+        self._section_data: dict[int, bytes] = {}  # section number → `_pack_section` data
+        self._sections_of: dict[int, list[int]] = {}  # page number → its section numbers
+        self._next_section = 0
         self.generation: int | None = None
         self.pages = _Tantivy(_page_schema())
         self.sections = _Tantivy(_section_schema())
@@ -295,6 +304,8 @@ class SearchEngine:
                 self._cache.clear()
 
     def _apply(self, conn: Connection, changed: list[str], removed: list[str], rebuild: bool) -> None:
+        replaced = list(self._sections_of) if rebuild else [self._page_no[p] for p in changed + removed if p in self._page_no]
+        stale = [n for page_no in replaced for n in self._sections_of.pop(page_no, [])]
         if rebuild:
             self.pages.reset()
             self.sections.reset()
@@ -329,6 +340,10 @@ class SearchEngine:
                 self._add_page(page, sections.get(page.id, []))
         self.pages.commit()
         self.sections.commit()
+        for n in stale:  # only now: searches holding the previous searcher found them until the commit
+            self._section_data.pop(n, None)
+        for pid in removed:
+            self._page_data.pop(self._page_no[pid], None)
         self._refresh_words()
 
     def _add_page(self, row: Any, sections: list[Any]) -> None:
@@ -346,24 +361,19 @@ class SearchEngine:
         texts: list[tuple[str, str]] = []
         headings: list[tuple[str, str]] = []
         lead_done = False
+        numbers = self._sections_of[number] = []
         for sec in sections:
-            s = tantivy.Document()
-            s.add_text("page_id", row.id)
-            s.add_unsigned("page_no", number)
+            s = self._section_doc(row.id, number, numbers)
             lead = not lead_done and bool(sec.text.strip() or sec.heading.strip())
             lead_done = lead_done or lead
             s.add_text("lead", "1" if lead else "0")
             headings.append(_add_searched(s, "heading", sec.heading))
             texts.append(_add_searched(s, "text", sec.text))
-            s.add_bytes("data", _pack_section(sec.heading or row.title, sec.anchor, sec.text or sec.heading or row.title))
-            self.sections.writer.add_document(s)
+            self._store_section(s, numbers[-1], sec.heading or row.title, sec.anchor, sec.text or sec.heading or row.title)
         if not lead_done:  # a page without text still answers with a section: its title
-            s = tantivy.Document()
-            s.add_text("page_id", row.id)
-            s.add_unsigned("page_no", number)
+            s = self._section_doc(row.id, number, numbers)
             s.add_text("lead", "1")
-            s.add_bytes("data", _pack_section(row.title, "", row.title))
-            self.sections.writer.add_document(s)
+            self._store_section(s, numbers[-1], row.title, "", row.title)
         _add_terms(doc, "headings", headings)
         _add_terms(doc, "body", texts)
         doc.add_text("type", row.type)
@@ -379,8 +389,26 @@ class SearchEngine:
             doc.add_text("alias_exact", alias)
         doc.add_text("title_exact", row.title.strip().lower())
         data = {"id": row.id, "title": row.title, "type": row.type, "path": row.path, "architectures": archs}
+        doc.add_unsigned("page_no", number)
         doc.add_bytes("data", json.dumps(data).encode())
+        self._page_data[number] = data
         self.pages.writer.add_document(doc)
+
+    def _section_doc(self, page_id: str, page_no: int, numbers: list[int]) -> Any:
+        """A new section document of a page, numbered (the number appended to `numbers`)."""
+        s = tantivy.Document()
+        s.add_text("page_id", page_id)
+        s.add_unsigned("page_no", page_no)
+        s.add_unsigned("section_no", self._next_section)
+        numbers.append(self._next_section)
+        self._next_section += 1
+        return s
+
+    def _store_section(self, doc: Any, number: int, heading: str, anchor: str, text: str) -> None:
+        data = _pack_section(heading, anchor, text)
+        doc.add_bytes("data", data)
+        self._section_data[number] = data
+        self.sections.writer.add_document(doc)
 
     def _refresh_words(self) -> None:
         """The word list typo correction searches: every alphabetic word of the index with its page count."""
@@ -617,7 +645,8 @@ class SearchEngine:
     ) -> list[SearchResult]:
         if not window:
             return []
-        pages = [(score, json.loads(bytes(searcher.doc(addr)["data"][0]))) for score, addr in window]
+        numbers = searcher.fast_field_values("page_no", [addr for _score, addr in window])
+        pages = [(score, self._page_of(searcher, addr, no)) for (score, addr), no in zip(window, numbers, strict=True)]
         ids = [p["id"] for _, p in pages]
         best = self._best_sections(ids, words, variants)
         out = []
@@ -629,7 +658,7 @@ class SearchEngine:
                     title=page["title"],
                     type=page["type"],
                     path=page["path"],
-                    architectures=page["architectures"],
+                    architectures=list(page["architectures"]),
                     score=round(score, 4),
                     section=SectionRef(heading=sec["heading"], anchor=sec["anchor"]),
                     snippet=excerpt(sec["text"], wanted) or excerpt(page["title"], wanted),
@@ -675,25 +704,32 @@ class SearchEngine:
         best: dict[str, dict[str, str]] = {}
         if words:
             found = sections.searcher.search(self._section_query(pages, words, variants), limit=len(ids) * 16, count=False)
-            addrs = [addr for _score, addr in found.hits]
-            # Group by the page's number (a fast field), and read only the chosen sections' stored data.
-            numbers = {self._page_no[pid]: pid for pid in ids if pid in self._page_no}
-            chosen: dict[str, Any] = {}
-            for no, addr in zip(sections.searcher.fast_field_values("page_no", addrs), addrs, strict=True):
-                pid = numbers.get(no) if isinstance(no, int) else None  # page_no is an integer field
-                if pid is not None and pid not in chosen:
-                    chosen[pid] = addr
-            for pid, addr in chosen.items():
-                best[pid] = _unpack_section(sections.searcher.doc(addr)["data"][0])
+            self._choose(found, ids, best)
         missing = [pid for pid in ids if pid not in best]
         if missing:
             lead = (tantivy.Occur.Must, tantivy.Query.term_query(schema, "lead", "1"))
             within = (tantivy.Occur.Must, pages if len(missing) == len(ids) else _any_of(schema, "page_id", missing))
             found = sections.searcher.search(tantivy.Query.boolean_query([within, lead]), limit=len(missing), count=False)
-            for _score, addr in found.hits:
-                doc = sections.searcher.doc(addr)
-                best.setdefault(doc["page_id"][0], _unpack_section(doc["data"][0]))
+            self._choose(found, missing, best)
         return best
+
+    def _choose(self, found: Any, ids: list[str], best: dict[str, dict[str, str]]) -> None:
+        """The first (best) hit of each page of `ids` among sections `found`, into `best` (by the page and section numbers)."""
+        searcher = self.sections.searcher
+        addrs = [addr for _score, addr in found.hits]
+        pages = {self._page_no[pid]: pid for pid in ids if pid in self._page_no}
+        page_nos = searcher.fast_field_values("page_no", addrs)
+        section_nos = searcher.fast_field_values("section_no", addrs)
+        for addr, page_no, section_no in zip(addrs, page_nos, section_nos, strict=True):
+            pid = pages.get(page_no) if isinstance(page_no, int) else None  # both are integer fields
+            if pid is not None and pid not in best:
+                data = self._section_data.get(section_no) if isinstance(section_no, int) else None
+                best[pid] = _unpack_section(data if data is not None else searcher.doc(addr)["data"][0])
+
+    def _page_of(self, searcher: Any, addr: Any, number: Any) -> dict[str, Any]:
+        """What a result shows of the page at `addr` (number `number`): from memory, or tantivy's store (see __init__)."""
+        data = self._page_data.get(number) if isinstance(number, int) else None
+        return data if data is not None else json.loads(bytes(searcher.doc(addr)["data"][0]))
 
 
 def _add_searched(doc: Any, name: str, text: str) -> tuple[str, str]:

@@ -216,6 +216,31 @@ def test_a_reindex_is_searchable_at_once_and_the_cache_follows_it(store, wiki_di
     assert store.search("TMEM", Filters()).total == 0
 
 
+def test_an_edited_page_answers_with_its_new_text_and_what_it_replaced_is_let_go(store, wiki_dir) -> None:
+    tma = wiki_dir / "nvidia" / "tma.md"
+    lead = "The TMA copies tiles between global and shared memory."
+    assert lead in tma.read_text()
+    tma.write_text(tma.read_text().replace(lead, "The TMA copies wallaby tiles between global and shared memory."))
+    store.reindex(wiki_dir)
+    hit = store.search("wallaby", Filters()).results[0]
+    assert hit.id == "hw-tma" and hit.snippet == "The TMA copies <mark>wallaby</mark> tiles between global and shared memory."
+    engine = store.search_engine
+    # One in-memory section per section document: the edited page's old sections were dropped, not kept beside.
+    assert len(engine._section_data) == engine.sections.searcher.num_docs
+    assert len(engine._page_data) == engine.pages.searcher.num_docs
+
+
+def test_a_search_meeting_a_page_or_section_no_longer_in_memory_reads_the_index_store(store) -> None:
+    """A search still holding the searcher from before a reindex may meet numbers already dropped from memory."""
+    queries = ["cp.async.bulk", "tensor memory", "mbarrier parity", "how do I allocate tensor memory"]
+    before = [store.search(q, Filters(), limit=50).results for q in queries]
+    engine = store.search_engine
+    engine._page_data.clear()
+    engine._section_data.clear()
+    engine._cache.clear()
+    assert [store.search(q, Filters(), limit=50).results for q in queries] == before
+
+
 def test_another_process_reindexing_is_followed_by_generation(db_url: str, wiki_dir) -> None:
     """A second Store on the same database stands for another process (a CLI `kernelwiki index`)."""
     from app.store import Store
