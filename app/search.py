@@ -89,6 +89,8 @@ FACETS = ("type", "arch", "tag")
 FACET_TAGS = 30
 RUN_WORDS = 12
 """Query words (from the first) whose runs are compared with aliases and titles."""
+WORD_CACHE = 4096
+"""Query words whose expansions and page clause are kept for the current searcher (words repeat across queries)."""
 ANALYZER = "kw"
 IDS_ANALYZER = "kw_ids"
 IDS = "_ids"
@@ -217,6 +219,14 @@ class _Tantivy:
 
 
 @dataclass(frozen=True)
+class _Word:
+    """One query word as the current searcher reads it (kept in `SearchEngine._words`)."""
+
+    variants: Variants  # the indexed words it matches (`SearchEngine._variants`); never changed once made
+    clause: Any  # its clause of the page query (`SearchEngine._word_clause` over PAGE_FIELDS)
+
+
+@dataclass(frozen=True)
 class Window:
     """What one search asked for, normalised: the result cache's key (with the index generation)."""
 
@@ -249,6 +259,7 @@ class SearchEngine:
         self._section_data: dict[int, bytes] = {}  # section number → `_pack_section` data
         self._sections_of: dict[int, list[int]] = {}  # page number → its section numbers
         self._next_section = 0
+        self._words: tuple[Any, dict[str, _Word]] = (None, {})  # (the searcher they were read from, word → `_Word`)
         self.generation: int | None = None
         self.pages = _Tantivy(_page_schema())
         self.sections = _Tantivy(_section_schema())
@@ -470,7 +481,7 @@ class SearchEngine:
         must = self._filter_clauses(filters)
         words = question_words(query)
         did_you_mean = None
-        variants = {w: self._variants(searcher, w) for w in words}
+        variants = {w: self._word(searcher, w).variants for w in words}
         runs = [r for r in phrases(words_of(query)[:RUN_WORDS]) if " " in r or r in variants]
         page_query = self._page_query(words, variants, must, minimum_should_match(len(words)), runs) if words else None
         found = searcher.search(page_query, limit=offset + limit + 1) if page_query is not None else None
@@ -478,7 +489,7 @@ class SearchEngine:
             fixed = self._correct(searcher, words, variants)
             fixed_variants = variants
             if fixed != words:
-                fixed_variants = {w: variants.get(w) or self._variants(searcher, w) for w in fixed}
+                fixed_variants = {w: variants.get(w) or self._word(searcher, w).variants for w in fixed}
                 retry_query = self._page_query(fixed, fixed_variants, must, minimum_should_match(len(fixed)), phrases(fixed))
                 retry = searcher.search(retry_query, limit=offset + limit + 1)
                 if hit_count(retry):
@@ -532,6 +543,20 @@ class SearchEngine:
             clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(term, 0.0)))
         return clauses
 
+    def _word(self, searcher: Any, word: str) -> _Word:
+        """A query word's expansions and page clause, from the cache kept for `searcher` (any other searcher resets it)."""
+        owner, known = self._words
+        if owner is not searcher:
+            known = {}
+            self._words = (searcher, known)
+        found = known.get(word)
+        if found is None:
+            variants = self._variants(searcher, word)
+            found = _Word(variants, self._word_clause(self.pages.schema, PAGE_FIELDS, variants))
+            if len(known) < WORD_CACHE:
+                known[word] = found
+        return found
+
     def _variants(self, searcher: Any, word: str) -> Variants:
         """The indexed words one query word matches, with weights, per field (ALL: every field).
 
@@ -572,7 +597,16 @@ class SearchEngine:
     ) -> Any:
         """Pages with at least `at_least` of the words; a run of query words that is a page's alias or title scores extra."""
         schema = self.pages.schema
-        clauses = [(tantivy.Occur.Should, self._word_clause(schema, PAGE_FIELDS, variants[w])) for w in words]
+        known = self._words[1]
+        clauses = [
+            (
+                tantivy.Occur.Should,
+                cached.clause
+                if (cached := known.get(w)) is not None and cached.variants is variants[w]
+                else self._word_clause(schema, PAGE_FIELDS, variants[w]),
+            )
+            for w in words
+        ]
         text = tantivy.Query.boolean_query(clauses, minimum_number_should_match=min(at_least, len(clauses)))
         bonus = [
             (
