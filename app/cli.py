@@ -82,7 +82,7 @@ def index(
             out.print(line, highlight=False, markup=False, soft_wrap=True)
     store = open_store(settings)
     with index_errors(settings):
-        report = store.reindex(settings.wiki, force=force or rebuild)
+        report = store.reindex(settings.wiki, force=force or rebuild, full_text=False)  # servers build their own
         loaded = store.evidence.load_dir(settings.evidence)
     from app.main import queue_changed_snippets
 
@@ -282,7 +282,7 @@ def verify(
         result.write_jsonl(report)
     if store_evidence:
         store = open_store(settings)
-        store.reindex(settings.wiki)
+        store.reindex(settings.wiki, full_text=False)
         added = store.evidence.add([r.to_dict() for r in result.records], origin="verify")
         out.print(f"index: {added.inserted} new evidence records", highlight=False)
     print_summary(result)
@@ -319,7 +319,7 @@ def evidence_import(
     """Attach evidence produced elsewhere; importing the same records twice changes nothing."""
     settings = settings_for(wiki, db)
     store = open_store(settings)
-    store.reindex(settings.wiki)
+    store.reindex(settings.wiki, full_text=False)
     bad = False
     for path in files:
         result = store.evidence.import_jsonl(path)

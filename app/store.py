@@ -126,8 +126,14 @@ class Store:
     def create_schema(self) -> None:
         create_schema(self.engine)
 
-    def reindex(self, root: Path, force: bool = False) -> IndexReport:
-        """Reindex the wiki into SQL, then bring this process's full-text index in line (changed pages only)."""
+    def reindex(self, root: Path, force: bool = False, full_text: bool = True) -> IndexReport:
+        """Reindex the wiki into SQL, then bring this process's full-text index in line (changed pages only).
+
+        `full_text=False` for a process that will not search (the CLI's `index`): each serving
+        process builds its own full-text index from the SQL rows, so building one here is waste.
+        """
+        if not full_text:
+            return reindex(self.engine, root, force=force)
         with self.search_engine.writing():  # searches meanwhile ask for the generation, so none answers stale after the commit
             report = reindex(self.engine, root, force=force)
             with self.engine.connect() as conn:

@@ -37,8 +37,9 @@ async def search(
         ),
     ] = None,
 ) -> SearchPublic:
-    # On the event loop: a search is ~2 ms of CPU (tantivy) and one indexed SQL row; a worker-thread hop costs more
-    # than that under load, and threads add no parallelism to CPU-bound Python.
+    # On the event loop: an uncached search is ~1.3 ms of CPU at 10,000 pages. tantivy releases the GIL while it
+    # searches (about 40% of that), but handing searches to threads measured slower under load (2026-12-03: 2 or 1
+    # pool threads, 450-500 req/s against ~560 inline): the Python around them serialises on the GIL.
     result = store.search(
         q, filters, limit=limit, offset=offset, max_chars=settings.search_max_query_chars, conn=conn, facets=facets
     )

@@ -251,6 +251,21 @@ def test_a_search_meeting_a_page_or_section_no_longer_in_memory_reads_the_index_
     assert [store.search(q, Filters(), limit=50).results for q in queries] == before
 
 
+def test_a_reindex_for_a_process_that_does_not_search_builds_no_full_text_index(db_url: str, wiki_dir) -> None:
+    """`kernelwiki index` (and the other CLI commands that do not search) index SQL only: servers build their own."""
+    from app.store import Store
+
+    store = Store(db_url)
+    try:
+        store.create_schema()
+        report = store.reindex(wiki_dir, full_text=False)
+        assert "hw-tmem" in report.added
+        assert store.search_engine.generation is None and store.search_engine.pages.searcher.num_docs == 0
+        assert ids(store.search("TMEM", Filters()))[0] == "hw-tmem"  # the first search builds it from the SQL rows
+    finally:
+        store.engine.dispose()
+
+
 def test_another_process_reindexing_is_followed_by_generation(db_url: str, wiki_dir) -> None:
     """A second Store on the same database stands for another process (a CLI `kernelwiki index`)."""
     from app.store import Store
