@@ -189,7 +189,7 @@ def _word_schema() -> Any:
 
 
 WRITER_HEAP = 512_000_000
-"""Indexing memory budget (an upper bound, taken as used): 10,000 pages build one segment in about 150 MB."""
+"""The writer's memory budget: an upper bound, taken as used (at 10,000 pages the whole process peaked at 191 MB)."""
 
 
 class _Tantivy:
@@ -198,7 +198,8 @@ class _Tantivy:
     One indexing thread, so a build makes one segment (each indexing thread
     writes its own, and tantivy-py cannot merge them on request): a search
     then walks one term dictionary per term instead of two, which made every
-    search step 15-25% cheaper at 10,000 pages, for about 0.8 s more build time.
+    search step 15-25% cheaper at 10,000 pages (the build took 0.8 s longer
+    with two threads' work on one).
     """
 
     def __init__(self, schema: Any) -> None:
@@ -254,7 +255,7 @@ class SearchEngine:
         self._page_no: dict[str, int] = {}  # page id → its number (a fast field of the page and of its sections)
         # What a result shows of a page and of a section, by number, in memory: reading it from tantivy's compressed
         # store cost ~10 us a document, 20 documents a search. A search holding an older searcher may meet a number
-        # already dropped here; it then reads the store (`_page_of`, `_section_of`).
+        # already dropped here; it then reads the store (`_page_of`, `_choose`).
         self._page_data: dict[int, dict[str, Any]] = {}
         self._section_data: dict[int, bytes] = {}  # section number → `_pack_section` data
         self._sections_of: dict[int, list[int]] = {}  # page number → its section numbers
@@ -640,6 +641,7 @@ class SearchEngine:
     def _correct(self, searcher: Any, words: list[str], variants: dict[str, Variants]) -> list[str]:
         """Unknown words replaced by the most common indexed word within their edit limit (bounded work)."""
         deadline = time.perf_counter() + self.typo_budget_s
+        known_words = self.words.searcher  # one searcher for a search and its read (a reindex replaces the attribute)
         fixed = list(words)
         tried = 0
         for i, word in enumerate(words):
@@ -650,9 +652,9 @@ class SearchEngine:
             tried += 1
             for distance in (1, 2) if len(word) > 7 else (1,):
                 q = tantivy.Query.fuzzy_term_query(self.words.schema, "word", word, distance, True, False)
-                found = self.words.searcher.search(q, limit=1, count=False, order_by_field="docs")
+                found = known_words.search(q, limit=1, count=False, order_by_field="docs")
                 if found.hits:
-                    fixed[i] = self.words.searcher.doc(found.hits[0][1])["word"][0]
+                    fixed[i] = known_words.doc(found.hits[0][1])["word"][0]
                     break
         return fixed
 
@@ -732,24 +734,23 @@ class SearchEngine:
 
     def _best_sections(self, ids: list[str], words: list[str], variants: dict[str, Variants]) -> dict[str, dict[str, str]]:
         """Each page's best-matching section, or its first section with text."""
-        sections = self.sections
-        schema = sections.schema
+        searcher = self.sections.searcher  # one searcher throughout: a reindex may replace the attribute meanwhile
+        schema = self.sections.schema
         pages = _any_of(schema, "page_id", ids)
         best: dict[str, dict[str, str]] = {}
         if words:
-            found = sections.searcher.search(self._section_query(pages, words, variants), limit=len(ids) * 16, count=False)
-            self._choose(found, ids, best)
+            found = searcher.search(self._section_query(pages, words, variants), limit=len(ids) * 16, count=False)
+            self._choose(searcher, found, ids, best)
         missing = [pid for pid in ids if pid not in best]
         if missing:
             lead = (tantivy.Occur.Must, tantivy.Query.term_query(schema, "lead", "1"))
             within = (tantivy.Occur.Must, pages if len(missing) == len(ids) else _any_of(schema, "page_id", missing))
-            found = sections.searcher.search(tantivy.Query.boolean_query([within, lead]), limit=len(missing), count=False)
-            self._choose(found, missing, best)
+            found = searcher.search(tantivy.Query.boolean_query([within, lead]), limit=len(missing), count=False)
+            self._choose(searcher, found, missing, best)
         return best
 
-    def _choose(self, found: Any, ids: list[str], best: dict[str, dict[str, str]]) -> None:
-        """The first (best) hit of each page of `ids` among sections `found`, into `best` (by the page and section numbers)."""
-        searcher = self.sections.searcher
+    def _choose(self, searcher: Any, found: Any, ids: list[str], best: dict[str, dict[str, str]]) -> None:
+        """The first (best) hit of each page of `ids` among sections `found` by `searcher`, into `best` (by number)."""
         addrs = [addr for _score, addr in found.hits]
         pages = {self._page_no[pid]: pid for pid in ids if pid in self._page_no}
         page_nos = searcher.fast_field_values("page_no", addrs)
