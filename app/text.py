@@ -24,6 +24,8 @@ import re
 import unicodedata
 from collections.abc import Iterator
 
+from snippets.architectures import family, normalize_architecture
+
 WORD_PATTERN = r"\w+(?:(?:\.|::)\w+)*"
 """A word, or words joined by '.' or '::' (PTX mnemonics, CUDA scopes)."""
 WORD = re.compile(WORD_PATTERN)
@@ -55,13 +57,12 @@ def fold(value: str) -> str:
 
 
 def arch_forms(word: str) -> list[str]:
-    """`sm_90a` → [`sm90a`, `sm90`]; `sm90` → [`sm90`]; anything else → []."""
-    m = ARCH.fullmatch(word)
-    if m is None:
+    """`sm_90a` → [`sm90a`, `sm90`]; `sm90` → [`sm90`]; anything else → [] (spelling and family: snippets.architectures)."""
+    if ARCH.fullmatch(word) is None:
         return []
-    exact = f"sm{m.group(1)}{m.group(2)}"
-    family = f"sm{m.group(1)}"
-    return [exact] if exact == family else [exact, family]
+    exact = normalize_architecture(word)
+    general = family(exact)
+    return [exact] if exact == general else [exact, general]
 
 
 def word_forms(word: str) -> list[str]:

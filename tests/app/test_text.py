@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.text import ALNUM_RUN, excerpt, index_terms, plain_word
+from app.text import ALNUM_RUN, arch_forms, excerpt, index_terms, plain_word
 
 
 def test_identifiers_and_their_forms_go_to_the_identifier_terms_and_their_plain_pieces_do_not() -> None:
@@ -52,3 +52,18 @@ def test_an_excerpt_is_a_window_around_the_first_match_cut_at_words() -> None:
     assert out.startswith("…") and out.endswith("…") and "<mark>wgmma</mark>" in out
     inner = out.strip("…")
     assert not inner.startswith("iller") and len(inner.replace("<mark>", "").replace("</mark>", "")) <= 120
+
+
+@pytest.mark.parametrize(
+    ("word", "forms"),
+    [
+        ("sm_90a", ["sm90a", "sm90"]),
+        ("sm90", ["sm90"]),
+        ("sm100f", ["sm100f", "sm100"]),
+        ("sm_120a", ["sm120a", "sm120"]),
+        ("sm9", []),
+        ("smem", []),
+    ],
+)
+def test_an_architecture_word_is_read_as_its_label_and_family(word: str, forms: list[str]) -> None:
+    assert arch_forms(word) == forms
