@@ -224,7 +224,7 @@ class _Word:
     """One query word as the current searcher reads it (kept in `SearchEngine._words`)."""
 
     variants: Variants  # the indexed words it matches (`SearchEngine._variants`); never changed once made
-    clause: Any  # its clause of the page query (`SearchEngine._word_clause` over PAGE_FIELDS)
+    clause: Any  # its clause of the page query (`SearchEngine._page_clause`)
     section_terms: list[Any]  # its terms in the section fields (`SearchEngine._section_terms`)
 
 
@@ -483,25 +483,25 @@ class SearchEngine:
         must = self._filter_clauses(filters)
         words = question_words(query)
         did_you_mean = None
-        variants = {w: self._word(searcher, w).variants for w in words}
-        runs = [r for r in phrases(words_of(query)[:RUN_WORDS]) if " " in r or r in variants]
-        page_query = self._page_query(words, variants, must, minimum_should_match(len(words)), runs) if words else None
+        read = {w: self._word(searcher, w) for w in words}
+        runs = [r for r in phrases(words_of(query)[:RUN_WORDS]) if " " in r or r in read]
+        page_query = self._page_query(words, read, must, minimum_should_match(len(words)), runs) if words else None
         found = searcher.search(page_query, limit=offset + limit + 1) if page_query is not None else None
         if words and hit_count(found) == 0:
-            fixed = self._correct(searcher, words, variants)
-            fixed_variants = variants
+            fixed = self._correct(searcher, words, read)
+            fixed_read = read
             if fixed != words:
-                fixed_variants = {w: variants.get(w) or self._word(searcher, w).variants for w in fixed}
-                retry_query = self._page_query(fixed, fixed_variants, must, minimum_should_match(len(fixed)), phrases(fixed))
+                fixed_read = {w: read.get(w) or self._word(searcher, w) for w in fixed}
+                retry_query = self._page_query(fixed, fixed_read, must, minimum_should_match(len(fixed)), phrases(fixed))
                 retry = searcher.search(retry_query, limit=offset + limit + 1)
                 if hit_count(retry):
-                    found, words, variants, did_you_mean, page_query = retry, fixed, fixed_variants, " ".join(fixed), retry_query
+                    found, words, read, did_you_mean, page_query = retry, fixed, fixed_read, " ".join(fixed), retry_query
             if hit_count(found) == 0 and len(words) > 1:  # then any word may match (corrected ones where there were typos)
-                loose_words, loose_variants = (fixed, fixed_variants) if fixed != words else (words, variants)
-                page_query = self._page_query(loose_words, loose_variants, must, 1, runs)
+                loose_words, loose_read = (fixed, fixed_read) if fixed != words else (words, read)
+                page_query = self._page_query(loose_words, loose_read, must, 1, runs)
                 found = searcher.search(page_query, limit=offset + limit + 1)
                 if hit_count(found) and loose_words != words:
-                    words, variants, did_you_mean = loose_words, loose_variants, " ".join(loose_words)
+                    words, read, did_you_mean = loose_words, loose_read, " ".join(loose_words)
         hits: list[tuple[float, Any]] = list(found.hits) if found is not None else []
         total = hit_count(found)
         exact = self._exact(searcher, schema, query, must)
@@ -514,8 +514,8 @@ class SearchEngine:
             best = hits[0][0] if hits else 0.0
             hits.insert(0, (best + 1.0, exact))
         window = hits[offset : offset + limit]
-        wanted = {term for w in words for terms in variants.get(w, {}).values() for term, _ in terms}
-        results = self._results(searcher, window, words, variants, wanted)
+        wanted = {term for w in words if w in read for terms in read[w].variants.values() for term, _ in terms}
+        results = self._results(searcher, window, words, read, wanted)
         next_q = None
         if offset + limit < total:
             asked = {"facets": ",".join(facets)} if facets else {}
@@ -546,7 +546,7 @@ class SearchEngine:
         return clauses
 
     def _word(self, searcher: Any, word: str) -> _Word:
-        """A query word's expansions and page clause, from the cache kept for `searcher` (any other searcher resets it)."""
+        """A query word as `searcher` reads it, from the cache kept for that searcher (any other searcher resets it)."""
         owner, known = self._words
         if owner is not searcher:
             known = {}
@@ -554,7 +554,7 @@ class SearchEngine:
         found = known.get(word)
         if found is None:
             variants = self._variants(searcher, word)
-            found = _Word(variants, self._word_clause(self.pages.schema, PAGE_FIELDS, variants), self._section_terms(variants))
+            found = _Word(variants, self._page_clause(variants), self._section_terms(variants))
             if len(known) < WORD_CACHE:
                 known[word] = found
         return found
@@ -582,33 +582,25 @@ class SearchEngine:
                     found[name] = terms[:PREFIX_EXPANSIONS]
         return found
 
-    def _word_clause(self, schema: Any, fields: dict[str, float], variants: Variants) -> Any:
-        """A page matches one query word: a union of its terms over the fields, each term weighted and boosted."""
+    def _page_clause(self, variants: Variants) -> Any:
+        """A page matches one query word: a union of its terms over the page fields, each term weighted and boosted."""
+        schema = self.pages.schema
         subs = [
             (
                 tantivy.Occur.Should,
                 tantivy.Query.boost_query(tantivy.Query.term_query(schema, field_of(name, term), term), boost * weight),
             )
-            for name, boost in fields.items()
+            for name, boost in PAGE_FIELDS.items()
             for term, weight in variants[ALL] + variants.get(name, [])
         ]
         return tantivy.Query.boolean_query(subs)
 
     def _page_query(
-        self, words: list[str], variants: dict[str, Variants], must: list[Any], at_least: int, runs: list[str] | None = None
+        self, words: list[str], read: dict[str, _Word], must: list[Any], at_least: int, runs: list[str] | None = None
     ) -> Any:
         """Pages with at least `at_least` of the words; a run of query words that is a page's alias or title scores extra."""
         schema = self.pages.schema
-        known = self._words[1]
-        clauses = [
-            (
-                tantivy.Occur.Should,
-                cached.clause
-                if (cached := known.get(w)) is not None and cached.variants is variants[w]
-                else self._word_clause(schema, PAGE_FIELDS, variants[w]),
-            )
-            for w in words
-        ]
+        clauses = [(tantivy.Occur.Should, read[w].clause) for w in words]
         text = tantivy.Query.boolean_query(clauses, minimum_number_should_match=min(at_least, len(clauses)))
         bonus = [
             (
@@ -639,7 +631,7 @@ class SearchEngine:
         found = searcher.search(tantivy.Query.boolean_query([(tantivy.Occur.Must, names), *must]), limit=1, count=False)
         return found.hits[0][1] if found.hits else None
 
-    def _correct(self, searcher: Any, words: list[str], variants: dict[str, Variants]) -> list[str]:
+    def _correct(self, searcher: Any, words: list[str], read: dict[str, _Word]) -> list[str]:
         """Unknown words replaced by the most common indexed word within their edit limit (bounded work)."""
         deadline = time.perf_counter() + self.typo_budget_s
         known_words = self.words.searcher  # one searcher for a search and its read (a reindex replaces the attribute)
@@ -648,7 +640,7 @@ class SearchEngine:
         for i, word in enumerate(words):
             if tried >= TYPO_TERMS or time.perf_counter() > deadline:
                 break
-            if len(word) < TYPO_MIN or not word.isalpha() or self._known(searcher, variants[word]):
+            if len(word) < TYPO_MIN or not word.isalpha() or self._known(searcher, read[word].variants):
                 continue
             tried += 1
             for distance in (1, 2) if len(word) > 7 else (1,):
@@ -678,14 +670,14 @@ class SearchEngine:
         return {name: {b["key"]: b["doc_count"] for b in found[name]["buckets"]} for name in spec}
 
     def _results(
-        self, searcher: Any, window: list[tuple[float, Any]], words: list[str], variants: dict[str, Variants], wanted: set[str]
+        self, searcher: Any, window: list[tuple[float, Any]], words: list[str], read: dict[str, _Word], wanted: set[str]
     ) -> list[SearchResult]:
         if not window:
             return []
         numbers = searcher.fast_field_values("page_no", [addr for _score, addr in window])
         pages = [(score, self._page_of(searcher, addr, no)) for (score, addr), no in zip(window, numbers, strict=True)]
         ids = [p["id"] for _, p in pages]
-        best = self._best_sections(ids, words, variants)
+        best = self._best_sections(ids, words, read)
         out = []
         for score, page in pages:
             sec = best.get(page["id"]) or {"heading": page["title"], "anchor": "", "text": page["title"]}
@@ -703,27 +695,19 @@ class SearchEngine:
             )
         return out
 
-    def _section_query(self, pages: Any, words: list[str], variants: dict[str, Variants]) -> Any:
-        """Sections of `pages` holding any of the words, scored as `_word_clause` scores them, one clause per term.
+    def _section_query(self, pages: Any, words: list[str], read: dict[str, _Word]) -> Any:
+        """Sections of `pages` holding any of the words, scored as `_page_clause` scores pages, one clause per term.
 
         Each term is intersected with the pages on its own, and the clauses are
         summed: the same scores as the pages AND a union of the terms, without
         that union (tantivy seeks a union by scoring every match in a 4,096-document
         window: 0.47 ms a query at 10,000 pages against 0.14 ms for this form).
         """
-        known = self._words[1]
-        clauses = []
-        for w in words:
-            cached = known.get(w)
-            terms = (
-                cached.section_terms
-                if cached is not None and cached.variants is variants[w]
-                else self._section_terms(variants[w])
-            )
-            clauses += [
-                (tantivy.Occur.Should, tantivy.Query.boolean_query([(tantivy.Occur.Must, pages), (tantivy.Occur.Must, term)]))
-                for term in terms
-            ]
+        clauses = [
+            (tantivy.Occur.Should, tantivy.Query.boolean_query([(tantivy.Occur.Must, pages), (tantivy.Occur.Must, term)]))
+            for w in words
+            for term in read[w].section_terms
+        ]
         return tantivy.Query.boolean_query(clauses)
 
     def _section_terms(self, variants: Variants) -> list[Any]:
@@ -735,14 +719,14 @@ class SearchEngine:
             for term, weight in variants[ALL] + variants.get(SECTION_SOURCE[name], [])
         ]
 
-    def _best_sections(self, ids: list[str], words: list[str], variants: dict[str, Variants]) -> dict[str, dict[str, str]]:
+    def _best_sections(self, ids: list[str], words: list[str], read: dict[str, _Word]) -> dict[str, dict[str, str]]:
         """Each page's best-matching section, or its first section with text."""
         searcher = self.sections.searcher  # one searcher throughout: a reindex may replace the attribute meanwhile
         schema = self.sections.schema
         pages = _any_of(schema, "page_id", ids)
         best: dict[str, dict[str, str]] = {}
         if words:
-            found = searcher.search(self._section_query(pages, words, variants), limit=len(ids) * 16, count=False)
+            found = searcher.search(self._section_query(pages, words, read), limit=len(ids) * 16, count=False)
             self._choose(searcher, found, ids, best)
         missing = [pid for pid in ids if pid not in best]
         if missing:
