@@ -849,6 +849,25 @@ def parse_collected(stream: bytes) -> tuple[dict[str, bytes], dict[str, str]]:
     return files, refused
 
 
+WORKER_CGROUP_DEFAULT = CGROUP_REQUIRE
+"""What a GPU worker sets KERNELWIKI_CGROUP to when the operator did not: no job runs without cgroup v2 limits."""
+
+
+def cgroup_problem(settings: RunnerSettings | None = None) -> str | None:
+    """Why commands cannot get the cgroup v2 limits the settings require (KERNELWIKI_CGROUP=require), else None."""
+    settings = settings or runner_settings()
+    if settings.cgroup != CGROUP_REQUIRE:
+        return None
+    parent, problem = cgroup_parent(settings.cgroup_root)
+    if parent is not None:
+        return None
+    return (
+        f"cgroup v2 limits are required (KERNELWIKI_CGROUP=require, a GPU worker's default) but {problem or 'unavailable'}; "
+        "give the worker a delegated cgroup v2 with the memory and pids controllers, or set KERNELWIKI_CGROUP=auto "
+        "to accept the resource limits alone"
+    )
+
+
 def _command_cgroup(settings: RunnerSettings, limits: Limits) -> tuple[RunCgroup | None, int, str]:
     """A cgroup v2 of the command's own with its memory and pids limits, and a descriptor of its
     cgroup.procs for the launcher; or (None, -1, why not)."""
