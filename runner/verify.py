@@ -36,7 +36,7 @@ from snippets.extract import content_hash, extract_snippets
 from snippets.page import iter_page_files, load_page
 from snippets.snippet import Snippet
 
-RUNNER_VERSION = "kernelwiki-runner-2"
+RUNNER_VERSION = "kernelwiki-runner-3"  # 3: seccomp, readback through the sandbox, tamper check, RE2
 """Part of every cache key: bump when the way results are judged changes."""
 
 SUMMARY_COLUMNS = ("passed", "failed", "errors", "skipped", "unverified", "xfail")
