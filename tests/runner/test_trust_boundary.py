@@ -423,3 +423,25 @@ def test_the_readback_hands_back_only_regular_files_of_the_sandbox_user(tmp_path
     assert res.exit_code == 0, res.output
     assert res.artifacts == {"ok.txt": b"fine"}
     assert set(res.refused) == {"env.txt", "canary.txt", "fifo.txt", "big.txt"}
+
+
+def test_a_program_runs_from_the_bytes_handed_back_through_the_sandbox(tmp_path: Path, toolchain: Toolchain) -> None:
+    """The run step's path without a GPU: a host program built, handed back, written into a fresh folder and run under
+    bwrap with the GPU device binds, the seccomp filter and the caps (what a CUDA program gets on the H200)."""
+    from runner.execute import run_step
+    from runner.gpus import Gpu
+
+    source = '#include <cstdio>\nint main() { std::puts("RAN-FROM-HANDED-BACK-BYTES"); return 0; }\n'
+    snippet = dataclasses.replace(
+        _forged_job(tmp_path), lang="cpp", lang_word="cpp", mode="run", flags=[], checks={}, source=source,
+        full_source=source, defines_main=True, output="RAN-FROM-HANDED-BACK-BYTES",
+    )  # fmt: skip
+    build = build_snippet(snippet, "sm_90a", toolchain, want_program=True, isolation=ISOLATION_BWRAP)
+    try:
+        assert build.outcome.status == "pass", build.outcome.detail
+        assert build.program_files["snippet"].startswith(b"\x7fELF")
+        outcome = run_step(build, snippet, "sm_90a", Gpu(0, "no GPU: host program", "9.0"), toolchain, ISOLATION_BWRAP)
+    finally:
+        build.cleanup()
+    assert outcome.status == "pass", outcome.detail
+    assert outcome.isolation == ISOLATION_BWRAP
