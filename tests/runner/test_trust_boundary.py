@@ -445,3 +445,22 @@ def test_a_program_runs_from_the_bytes_handed_back_through_the_sandbox(tmp_path:
         build.cleanup()
     assert outcome.status == "pass", outcome.detail
     assert outcome.isolation == ISOLATION_BWRAP
+
+
+def test_the_folder_mounts_of_a_killed_runner_are_swept_by_the_next(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("folder tmpfs mounts need root")
+    code = (
+        "import os, signal; from runner.sandbox import new_workdir, folder_capped; w = new_workdir('kw-build-'); "
+        "print(w, folder_capped(w), flush=True); os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    folder, capped = done.stdout.split()
+    assert capped == "True"
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert f" {folder} " in mounts  # left behind by the killed process
+    from runner.sandbox import sweep_stale_workdirs
+
+    assert sweep_stale_workdirs() >= 1
+    assert f" {folder} " not in Path("/proc/self/mountinfo").read_text()
+    assert not Path(folder).exists()
