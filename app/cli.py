@@ -87,11 +87,12 @@ def index(
     from app.main import queue_changed_snippets
 
     queue_changed_snippets(settings, store, report.changed_snippets)
-    for d in report.diagnostics:
+    for d in report.skipped + report.diagnostics:
         typer.echo(str(d), err=True)
     out.print(
         f"indexed {settings.wiki}: {len(report.added)} added, {len(report.updated)} updated, "
-        f"{len(report.removed)} removed, {report.unchanged} unchanged, {len(report.failed)} with errors "
+        f"{len(report.removed)} removed, {report.unchanged} unchanged, {len(report.failed)} with errors, "
+        f"{len(report.skipped)} skipped (not pages) "
         f"in {report.seconds:.2f}s; evidence: {loaded.inserted} new records",
         highlight=False,
         soft_wrap=True,
@@ -129,8 +130,12 @@ def lint(
     for d in sorted(diags, key=lambda d: (d.path, d.line)):
         typer.echo(str(d), err=True)
     errors = sum(1 for d in diags if d.severity == "error") + len(unreadable)
-    warnings = len(diags) + len(unreadable) - errors
-    out.print(f"{len(wiki_data.pages)} pages, {errors} errors, {warnings} warnings", highlight=False)
+    skipped = sum(1 for d in diags if d.severity == "info")
+    warnings = len(diags) + len(unreadable) - errors - skipped
+    out.print(
+        f"{len(wiki_data.pages)} pages, {errors} errors, {warnings} warnings" + (f", {skipped} files skipped" if skipped else ""),
+        highlight=False,
+    )
     if errors:
         raise typer.Exit(1)
 
