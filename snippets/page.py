@@ -19,8 +19,13 @@ import yaml
 
 from snippets.architectures import KNOWN_ARCHITECTURES, normalize_architecture
 from snippets.diagnostic import Diagnostic
-from snippets.repository import FAMILY_NAMES, open_repository, page_files, type_from_folder
-from snippets.repository import inside as inside  # re-exported: app.index and app.pages import it from here
+from snippets.repository import (
+    FAMILY_NAMES,
+    inside as inside,  # re-exported: app.index and app.pages import it from here
+    open_repository,
+    page_files,
+    type_from_folder,
+)
 
 KNOWN_TYPES = frozenset({"hardware", "technique", "pattern", "api", "source", "concept", "guide", "reference", "tool"})
 """kernelwiki's built-in page types (snippets/schemas.yaml); a repository's data/schemas.yaml adds its own.
