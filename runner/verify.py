@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +27,10 @@ from runner.execute import run_step
 from runner.gpus import Gpu, discover_gpus_cached, pick_gpu
 from runner.outcome import StepOutcome, to_record
 from runner.sandbox import detect_isolation
-from runner.status import FAILING, worst
+from runner.status import FAILING, honest_python, worst
 from runner.toolchain import Toolchain, discover_toolchain
 from snippets.architectures import ANY_TARGET, normalize_architecture, target_of
+from snippets.classify import FRAGMENT_REASON
 from snippets.diagnostic import Diagnostic
 from snippets.extract import extract_snippets
 from snippets.page import iter_page_files, load_page
@@ -38,7 +39,7 @@ from snippets.snippet import Snippet
 RUNNER_VERSION = "kernelwiki-runner-2"
 """Part of every cache key: bump when the way results are judged changes."""
 
-SUMMARY_COLUMNS = ("passed", "failed", "errors", "skipped", "unverified", "xfail")
+SUMMARY_COLUMNS = ("passed", "failed", "errors", "skipped", "unverified", "syntax ok", "xfail")
 _COLUMN_OF = {
     "pass": "passed",
     "fail": "failed",
@@ -46,6 +47,7 @@ _COLUMN_OF = {
     "error": "errors",
     "skipped": "skipped",
     "unverified": "unverified",
+    "syntax-ok": "syntax ok",
     "xfail": "xfail",
 }
 
@@ -201,13 +203,13 @@ def _fixed_outcome(snippet: Snippet) -> list[StepOutcome] | None:
                 step="compile", status="error", kind="invalid block", detail=snippet.error or "invalid block", isolation="none"
             )
         ]
-    if snippet.mode == "sketch":
+    if snippet.mode in ("sketch", "fragment"):
         return [
             StepOutcome(
                 step="compile",
                 status="unverified",
-                kind="sketch",
-                detail="sketch: shown as written, never compiled",
+                kind=snippet.mode,
+                detail=FRAGMENT_REASON if snippet.mode == "fragment" else "sketch: shown as written, never compiled",
                 isolation="none",
             )
         ]
@@ -215,6 +217,14 @@ def _fixed_outcome(snippet: Snippet) -> list[StepOutcome] | None:
 
 
 def _work(snippet: Snippet, target: str, ctx: _Context) -> list[StepOutcome]:
+    """Build, check and run one snippet for one target, with Python syntax checks reported as `syntax-ok`, never `pass`."""
+    outcomes = _work_raw(snippet, target, ctx)
+    if snippet.lang != "python" or snippet.mode != "compile":
+        return outcomes
+    return [replace(o, status=honest_python(snippet.lang, snippet.mode, o.step, o.status)) for o in outcomes]
+
+
+def _work_raw(snippet: Snippet, target: str, ctx: _Context) -> list[StepOutcome]:
     """Build, check and run one snippet for one target (or take the result from the cache)."""
     fixed = _fixed_outcome(snippet)
     if fixed is not None:

@@ -29,8 +29,9 @@ STATUS_MEANING = {
     "architecture and checked its own result",
     "fail": "compiled or ran and went wrong on that target: do not trust the snippet there",
     "xfail": "a deliberately wrong example that fails to compile, exactly as the page says it should",
-    "unverified": "a sketch or excerpt that is never compiled, or code that could not be forced through ptxas: "
-    "treat it as unproven",
+    "unverified": "a sketch or excerpt (a fragment: not a complete program) that is never compiled, or code that could "
+    "not be forced through ptxas: treat it as unproven",
+    "syntax-ok": "Python that was only byte-compiled (its syntax is valid); it never ran: treat it as unproven",
     "skipped": "a step that was not done, chiefly running on SM100/SM103 (Blackwell): no Blackwell GPU has been "
     "available, so those programs were compiled but have never run",
     "stale": "the evidence is for an earlier version of the snippet; the current code is unverified",
