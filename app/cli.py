@@ -110,6 +110,8 @@ def lint(
     """Check every page, and its confidence/evidence_level against its snippets' evidence; exit 1 on errors."""
     from app.claims import lint_claims, read_evidence
     from app.pages import links_leaving, load_wiki
+    from app.perf import lint_claims_sources, read_claims
+    from app.reproducibility import lint_reproducibility
     from snippets.extract import extract_snippets
 
     settings = settings_for(wiki, None, evidence=evidence)
@@ -125,6 +127,10 @@ def lint(
         diags += [p for p in problems]
     records, unreadable = read_evidence(settings.evidence)
     diags += lint_claims(wiki_data.pages.values(), snippets_by_page, records)
+    diags += lint_reproducibility(wiki_data.pages.values(), snippets_by_page, records)
+    for page in wiki_data.pages.values():  # performance_claims: their shape, and sources that name a page
+        claims, problems = read_claims(page)
+        diags += problems + lint_claims_sources(page, claims, set(wiki_data.pages))
     for line in unreadable:
         typer.echo(line, err=True)
     for d in sorted(diags, key=lambda d: (d.path, d.line)):

@@ -24,27 +24,31 @@ from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
 from app.db import chunks, index_generation
+from app.facets import facet_rows
 from app.markdown import render
 from app.models import (
     AliasRow,
     ArchitectureRow,
     DiagnosticRow,
+    FacetRow,
     FileRow,
     LanguageRow,
     LinkRow,
     PageRow,
+    PerformanceClaimRow,
     SectionRow,
     SnippetRow,
     StateRow,
     TagRow,
 )
 from app.pages import links_leaving
+from app.perf import rows_for as perf_rows
 from snippets.architectures import family
 from snippets.diagnostic import Diagnostic
 from snippets.page import Page, inside, parse_page
 from snippets.repository import Repository, not_a_page, open_repository, skill_folders
 
-PAGE_TABLES = (AliasRow, TagRow, LanguageRow, ArchitectureRow, SectionRow, SnippetRow)
+PAGE_TABLES = (AliasRow, TagRow, LanguageRow, ArchitectureRow, SectionRow, SnippetRow, FacetRow, PerformanceClaimRow)
 PARALLEL_THRESHOLD = 256
 """Files to parse before the work is spread over processes (start-up costs about half a second)."""
 
@@ -133,7 +137,19 @@ class _Rows:
 
     def __init__(self) -> None:
         self.by_table: dict[Any, list[dict[str, Any]]] = {
-            t: [] for t in (PageRow, AliasRow, TagRow, LanguageRow, ArchitectureRow, LinkRow, SectionRow, SnippetRow)
+            t: []
+            for t in (
+                PageRow,
+                AliasRow,
+                TagRow,
+                LanguageRow,
+                ArchitectureRow,
+                LinkRow,
+                SectionRow,
+                SnippetRow,
+                FacetRow,
+                PerformanceClaimRow,
+            )
         }
 
     def add_page(self, prep: Prepared, next_section: int) -> int:
@@ -176,6 +192,8 @@ class _Rows:
         rows[TagRow] += [{"page_id": page.id, "tag": t} for t in page.tags]
         rows[LanguageRow] += [{"page_id": page.id, "language": lang} for lang in page.languages]
         rows[ArchitectureRow] += [{"page_id": page.id, "arch": a, "family": family(a)} for a in page.architectures]
+        rows[FacetRow] += facet_rows(page)
+        rows[PerformanceClaimRow] += perf_rows(page)
         rows[LinkRow] += [
             {"source_id": page.id, "target_id": t, "kind": kind, "resolved": False}
             for kind in ("related", "sources")

@@ -188,3 +188,7 @@ class PagePublic(BaseModel):
         default_factory=list,
         description="where confidence/evidence_level claims more than the snippets' evidence shows (app/claims.py)",
     )
+    performance_claims: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="the page's performance_claims, one object per claim (gpu, dtype, shape, metric, value, … ; app/perf.py)",
+    )

@@ -19,6 +19,7 @@ import yaml
 from markdown_it import MarkdownIt
 
 from app.markdown import render
+from app.perf import CLAIM_FIELDS
 from app.schemas import PagePublic, SnippetPublic
 from app.web.badges import snippet_evidence
 from snippets.attributes import language_of
@@ -192,6 +193,12 @@ def front_matter(page: PagePublic, base_url: str) -> str:
     facts["file"] = f"wiki/{page.path}"
     if page.evidence_summary:
         facts["evidence"] = evidence_counts(page.evidence_summary)
+    if isinstance(meta.get("reproducibility"), str):
+        facts["reproducibility"] = meta["reproducibility"]
+    if page.performance_claims:  # app/perf.py: as the page states them (source-reported, not measured here)
+        facts["performance_claims"] = [
+            {k: c[k] for k in (*CLAIM_FIELDS, "value_as_written") if c.get(k) is not None} for c in page.performance_claims
+        ]
     dumped = yaml.dump(facts, Dumper=_FactsDumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100_000)
     return f"---\n{dumped}---\n"
 

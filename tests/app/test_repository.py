@@ -112,3 +112,37 @@ def test_index_serves_every_page_as_it_is_with_global_aliases_merged(tmp_path: P
     # the page's own alias TMA is one of data/aliases.yaml's names for the term 'tma': the term and its other names join
     assert aliases == {"TMA", "cp.async.bulk.tensor", "bulk tensor copy"}  # "tma" is "TMA" in another case
     assert types["pr-demo-lib-7"] == "source-pr" and types["lang-cute-dsl"] == "language"
+
+
+def test_lint_checks_reproducibility_against_blocks_and_evidence() -> None:
+    from app.reproducibility import lint_reproducibility
+    from snippets.extract import extract_snippets
+
+    wiki = load_wiki(REPO)
+    snippets = {p.id: extract_snippets(p.id, p.path, p.body, p.body_line, p.architectures)[0] for p in wiki.pages.values()}
+    found = {d.path: d.message for d in lint_reproducibility(wiki.pages.values(), snippets, [])}
+    assert found == {
+        "wiki/hardware/bulk-copy.md": "reproducibility claims more than the page shows: 'runnable', but 1 program(s), "
+        "none ran and passed on a declared target",
+        "wiki/kernels/tiled-reduction.md": "reproducibility claims more than the page shows: 'runnable', but no block is "
+        "a program (none defines main) on a declared target",
+    }
+
+
+def test_performance_claims_are_read_with_their_problems() -> None:
+    from app.perf import read_claims
+    from snippets.page import parse_page
+
+    page, _ = parse_page(
+        b"---\nid: k\ntitle: K\nperformance_claims:\n  - {gpu: H200, metric: TFLOPS, value: '1,200'}\n"
+        b"  - {gpu: B200, value: fast}\n  - just text\n---\n",
+        "k.md",
+    )
+    assert page is not None
+    claims, problems = read_claims(page)
+    assert [(c.gpu, c.metric, c.value) for c in claims] == [("H200", "TFLOPS", 1200.0), ("B200", None, None)]
+    assert [p.message for p in problems] == [
+        "performance_claims item 2 has no metric",
+        "performance_claims item 2: value 'fast' is not a number",
+        "performance_claims item 3 is not a mapping; ignored",
+    ]
