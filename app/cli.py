@@ -147,6 +147,37 @@ def lint(
 
 
 @cli.command()
+def adopt(
+    wiki: WikiOpt = None,
+    write: Annotated[bool, typer.Option("--write", help="add the certain attributes to the fence lines")] = False,
+) -> None:
+    """Per code block that declares no attributes: what it is (program, unit, fragment, …) and what would make it verifiable."""
+    from app.pages import load_wiki
+    from snippets.adopt import advise, write_attributes
+
+    settings = settings_for(wiki, None)
+    if not settings.wiki.is_dir():
+        err.print(f"{settings.wiki}: error: not a folder", markup=False)
+        raise typer.Exit(1)
+    wiki_data = load_wiki(settings.wiki)
+    root = wiki_data.repository.root if wiki_data.repository else settings.wiki
+    counts: dict[str, int] = {}
+    changed = 0
+    for page in sorted(wiki_data.pages.values(), key=lambda p: p.path):
+        advice = advise(page.path, page.body, page.body_line)
+        for a in advice:
+            typer.echo(str(a))
+            counts[a.classification.kind] = counts.get(a.classification.kind, 0) + 1
+        if write and advice:
+            changed += write_attributes(root / page.path, advice)
+    summary = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "none"
+    out.print(
+        f"{sum(counts.values())} blocks without attributes ({summary})" + (f"; {changed} fences written" if write else ""),
+        highlight=False,
+    )
+
+
+@cli.command()
 def serve(
     wiki: WikiOpt = None,
     db: DbOpt = None,
