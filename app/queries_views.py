@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, union
 from sqlalchemy.engine import Connection
 
 from app.models import ArchitectureRow, FacetRow, LanguageRow, PageRow, table_of
@@ -51,60 +51,71 @@ _FACET_OF = {
 }
 
 
-def _pairs(conn: Connection, name: str) -> list[tuple[str, str]]:
-    """(group key, page id) pairs of a view."""
+def _pairs(name: str) -> Any:
+    """A selectable of distinct (value, page_id) pairs of a view."""
+    f = table_of(FacetRow)
+
+    def facet(field: str) -> Any:
+        return select(f.c.value.label("value"), f.c.page_id.label("page_id")).where(f.c.facet == field)
+
     if name in _FACET_OF:
-        f = table_of(FacetRow)
-        return [(v, p) for v, p in conn.execute(select(f.c.value, f.c.page_id).where(f.c.facet == _FACET_OF[name]))]
+        return facet(_FACET_OF[name]).distinct()
+    if name == "by-problem":
+        return facet("symptoms").distinct()
     if name == "by-language":
         lang = table_of(LanguageRow)
-        return [(v, p) for v, p in conn.execute(select(lang.c.language, lang.c.page_id))]
+        return select(lang.c.language.label("value"), lang.c.page_id.label("page_id")).distinct()
     if name == "by-architecture":
         a = table_of(ArchitectureRow)
-        f = table_of(FacetRow)
-        pairs = [(v, p) for v, p in conn.execute(select(a.c.family, a.c.page_id).distinct())]
-        pairs += [(v, p) for v, p in conn.execute(select(f.c.value, f.c.page_id).where(f.c.facet == "architecture_family"))]
-        return pairs
-    if name == "by-problem":
-        f = table_of(FacetRow)
-        return [(v, p) for v, p in conn.execute(select(f.c.value, f.c.page_id).where(f.c.facet == "symptoms"))]
+        return union(select(a.c.family.label("value"), a.c.page_id.label("page_id")), facet("architecture_family"))
     raise KeyError(name)
 
 
 def view_data(conn: Connection, name: str) -> dict[str, Any]:
-    """A view's groups, largest first: {value, count, pages: [{id, title, type}], candidates (by-problem only)}."""
+    """A view's groups, largest first: {value, count, pages: [{id, title, type}], candidates (by-problem only)}.
+
+    Built from the index on every call: counts per group and the first PAGES_PER_GROUP pages of each (by id)
+    in SQL, then their titles (docs/benchmarks.md has the cost at 2,700 PR pages)."""
     view = VIEWS[name]
-    pairs = sorted(set(_pairs(conn, name)))
-    ids = {p for _, p in pairs}
+    pairs = _pairs(name).subquery()
+    counts: dict[str, int] = {
+        str(v): int(n) for v, n in conn.execute(select(pairs.c.value, func.count()).group_by(pairs.c.value))
+    }
+    total = conn.execute(select(func.count(func.distinct(pairs.c.page_id)))).scalar() or 0
+    ranked = select(
+        pairs.c.value, pairs.c.page_id, func.row_number().over(partition_by=pairs.c.value, order_by=pairs.c.page_id).label("rn")
+    ).subquery()
+    first = conn.execute(select(ranked.c.value, ranked.c.page_id).where(ranked.c.rn <= PAGES_PER_GROUP)).all()
     page = table_of(PageRow)
-    info: dict[str, Any] = {}
-    for chunk in _chunks(sorted(ids)):
-        for r in conn.execute(select(page.c.id, page.c.title, page.c.type).where(page.c.id.in_(chunk))):
-            info[r.id] = {"id": r.id, "title": r.title, "type": r.type}
+    ids = sorted({pid for _, pid in first})
+    info = {
+        r.id: {"id": r.id, "title": r.title, "type": r.type}
+        for chunk in _chunks(ids)
+        for r in conn.execute(select(page.c.id, page.c.title, page.c.type).where(page.c.id.in_(chunk)))
+    }
     groups: dict[str, list[dict[str, Any]]] = {}
-    for value, pid in pairs:
+    for value, pid in first:
         if pid in info:
             groups.setdefault(value, []).append(info[pid])
     candidates: dict[str, list[dict[str, Any]]] = {}
     if name == "by-problem":
         f = table_of(FacetRow)
-        wanted = {p["id"] for ps in groups.values() for p in ps}
         rows = conn.execute(select(f.c.page_id, f.c.value).where(f.c.facet == "candidate_techniques")).all()
-        targets = sorted({v for pid, v in rows if pid in wanted})
+        targets = sorted({v for pid, v in rows if pid in info})
         titles = {
             r.id: r.title for c in _chunks(targets) for r in conn.execute(select(page.c.id, page.c.title).where(page.c.id.in_(c)))
         }
         for pid, v in rows:
-            if pid in wanted:
+            if pid in info:
                 candidates.setdefault(pid, []).append({"id": v, "title": titles.get(v), "resolved": v in titles})
     out = []
-    for value, pages in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        pages.sort(key=lambda p: (p["type"], p["title"].lower()))
-        item: dict[str, Any] = {"value": value, "count": len(pages), "pages": pages[:PAGES_PER_GROUP]}
+    for value, pages in sorted(groups.items(), key=lambda kv: (-counts.get(kv[0], 0), kv[0])):
+        pages.sort(key=lambda p: (p["type"], p["title"].lower(), p["id"]))
+        item: dict[str, Any] = {"value": value, "count": counts.get(value, len(pages)), "pages": pages}
         if name == "by-problem":
-            item["candidates"] = {p["id"]: candidates.get(p["id"], []) for p in pages[:PAGES_PER_GROUP]}
+            item["candidates"] = {p["id"]: candidates.get(p["id"], []) for p in pages}
         out.append(item)
-    return {"view": view.name, "title": view.title, "group": view.group, "groups": out, "total_pages": len(ids)}
+    return {"view": view.name, "title": view.title, "group": view.group, "groups": out, "total_pages": total}
 
 
 def facet_counts(conn: Connection) -> dict[str, dict[str, int]]:
