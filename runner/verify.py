@@ -22,12 +22,13 @@ from typing import Any
 from runner.batch import TargetBatch, batchable
 from runner.cache import DEFAULT_CACHE_DIR, ResultCache, cache_key
 from runner.compile import build_snippet, sass_step
+from runner.cute_dsl import judge as judge_dsl
 from runner.evidence import EvidenceRecord, write_jsonl
 from runner.execute import run_step
 from runner.gpus import Gpu, discover_gpus_cached, pick_gpu
 from runner.outcome import StepOutcome, to_record
 from runner.sandbox import detect_isolation
-from runner.status import FAILING, honest_python, worst
+from runner.status import FAILING, SYNTAX_OK, honest_python, worst
 from runner.toolchain import Toolchain, discover_toolchain
 from snippets.architectures import ANY_TARGET, normalize_architecture, target_of
 from snippets.classify import FRAGMENT_REASON
@@ -221,7 +222,12 @@ def _work(snippet: Snippet, target: str, ctx: _Context) -> list[StepOutcome]:
     outcomes = _work_raw(snippet, target, ctx)
     if snippet.lang != "python" or snippet.mode != "compile":
         return outcomes
-    return [replace(o, status=honest_python(snippet.lang, snippet.mode, o.step, o.status)) for o in outcomes]
+    outcomes = [replace(o, status=honest_python(snippet.lang, snippet.mode, o.step, o.status)) for o in outcomes]
+    if any(o.step == "compile" and o.status == SYNTAX_OK for o in outcomes):
+        verdict = judge_dsl(snippet.full_source, ctx.toolchain.python)  # CuTe-DSL names against the installed DSL
+        if verdict is not None:
+            outcomes = [replace(o, status=verdict[0], detail=verdict[1]) if o.step == "compile" else o for o in outcomes]
+    return outcomes
 
 
 def _work_raw(snippet: Snippet, target: str, ctx: _Context) -> list[StepOutcome]:

@@ -53,9 +53,10 @@ def test_fragments_are_unverified_and_python_is_syntax_ok_never_pass(tmp_path: P
     fragment = by[("hw-bulk-copy:2", "compile")]
     assert fragment.status == "unverified" and fragment.message == FRAGMENT_REASON
     assert by[("technique-pipelining:1", "compile")].status == SYNTAX_OK
-    assert by[("lang-cute-dsl:2", "compile")].status == SYNTAX_OK  # pseudo-DSL: only its syntax was checked
+    # pseudo-DSL: only its syntax is checked, unless the optional DSL is installed (tests/runner/test_cute_dsl.py)
+    assert by[("lang-cute-dsl:2", "compile")].status in (SYNTAX_OK, "fail")
     assert by[("barrier-notes:1", "compile")].status == "pass"
-    assert not any(r.status == "fail" for r in report.records)
+    assert not any(r.status == "fail" for r in report.records if r.snippet_id != "lang-cute-dsl:2")
     assert SYNTAX_OK not in VERIFIED and LABEL[SYNTAX_OK] == "syntax ok"
 
 
