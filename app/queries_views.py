@@ -118,6 +118,23 @@ def view_data(conn: Connection, name: str) -> dict[str, Any]:
     return {"view": view.name, "title": view.title, "group": view.group, "groups": out, "total_pages": total}
 
 
+def cached_view(state: Any, conn: Connection, name: str) -> dict[str, Any]:
+    """`view_data`, kept per app (`state` is `app.state`) for the current index generation: a view changes only
+    when the index does, so repeated requests between two reindexes are not rebuilt. Per app, never per process:
+    two apps in one process (tests) never share an answer."""
+    from app.db import index_generation
+    from app.web.cache import LRU
+
+    generation = index_generation(conn)
+    if generation is None:
+        return view_data(conn, name)
+    cache = getattr(state, "query_views", None)
+    if cache is None:
+        cache = LRU[dict[str, Any]](2 * len(VIEWS))
+        state.query_views = cache
+    return cache.get_or_make((name, generation), lambda: view_data(conn, name))
+
+
 def facet_counts(conn: Connection) -> dict[str, dict[str, int]]:
     """Pages per value of the repository facets (techniques, hardware_features, kernel_types) and languages."""
     f = table_of(FacetRow)

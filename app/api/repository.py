@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Request
 
 from app.deps import ConnDep, Offset
 from app.perf import ClaimFilters, list_claims
-from app.queries_views import VIEWS, facet_counts, view_data
+from app.queries_views import VIEWS, cached_view, facet_counts
 
 router = APIRouter(prefix="/api", tags=["repository"])
 Param = Annotated[str | None, Query(max_length=200)]
@@ -36,11 +36,11 @@ def queries() -> dict[str, Any]:
 
 
 @router.get("/queries/{view}")
-def query_view(conn: ConnDep, view: str) -> dict[str, Any]:
-    """One view, generated from the index now: groups of pages, largest first."""
+def query_view(request: Request, conn: ConnDep, view: str) -> dict[str, Any]:
+    """One view, generated from the index (rebuilt after every reindex): groups of pages, largest first."""
     if view not in VIEWS:
         raise HTTPException(404, f"no view '{view}' (views: {', '.join(VIEWS)})")
-    return view_data(conn, view)
+    return cached_view(request.app.state, conn, view)
 
 
 @router.get("/facets")

@@ -9,7 +9,7 @@ from fastapi.responses import Response
 
 from app.deps import ConnDep, Offset
 from app.perf import ClaimFilters, list_claims
-from app.queries_views import VIEWS, facet_counts, view_data
+from app.queries_views import VIEWS, cached_view, facet_counts
 from app.web.respond import html_page
 
 router = APIRouter(include_in_schema=False)
@@ -33,4 +33,4 @@ def queries(request: Request, conn: ConnDep) -> Response:
 def query_view(request: Request, conn: ConnDep, view: str) -> Response:
     if view not in VIEWS:
         raise HTTPException(404, f"There is no view “{view}”.")
-    return html_page(request, "query.html", {"title": VIEWS[view].title, "d": view_data(conn, view)})
+    return html_page(request, "query.html", {"title": VIEWS[view].title, "d": cached_view(request.app.state, conn, view)})

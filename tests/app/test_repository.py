@@ -109,6 +109,7 @@ def test_index_serves_every_page_as_it_is_with_global_aliases_merged(tmp_path: P
     with engine.connect() as conn:
         aliases = {a for (a,) in conn.execute(text("SELECT alias FROM alias WHERE page_id = 'hw-bulk-copy'"))}
         types = dict(conn.execute(text("SELECT id, type FROM page")).all())
+    engine.dispose()
     # the page's own alias TMA is one of data/aliases.yaml's names for the term 'tma': the term and its other names join
     assert aliases == {"TMA", "cp.async.bulk.tensor", "bulk tensor copy"}  # "tma" is "TMA" in another case
     assert types["pr-demo-lib-7"] == "source-pr" and types["lang-cute-dsl"] == "language"
@@ -146,3 +147,28 @@ def test_performance_claims_are_read_with_their_problems() -> None:
         "performance_claims item 2: value 'fast' is not a number",
         "performance_claims item 3 is not a mapping; ignored",
     ]
+
+
+def test_views_are_kept_per_app_until_the_index_changes(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from app.db import create_schema
+    from app.queries_views import cached_view
+
+    repo = Path(shutil.copytree(REPO, tmp_path / "repo"))
+    engine = make_engine(f"sqlite:///{tmp_path / 'i.db'}")
+    create_schema(engine)
+    reindex(engine, repo)
+    state = SimpleNamespace()
+    with engine.connect() as conn:
+        first = cached_view(state, conn, "by-technique")
+        assert cached_view(state, conn, "by-technique") is first  # same generation: not rebuilt
+    page = repo / "sources/prs/demo-lib/PR-7.md"
+    page.write_text(page.read_text().replace("techniques: [pipelining]", "techniques: [pipelining, tile-scheduling]"))
+    reindex(engine, repo)
+    with engine.connect() as conn:
+        after = cached_view(state, conn, "by-technique")
+        assert cached_view(SimpleNamespace(), conn, "by-technique") == after  # another app builds the same answer
+    engine.dispose()
+    groups = {g["value"]: [p["id"] for p in g["pages"]] for g in after["groups"]}
+    assert groups["tile-scheduling"] == ["pr-demo-lib-7"] and "tile-scheduling" not in {g["value"] for g in first["groups"]}

@@ -76,8 +76,11 @@ def test_mcp_page_document_carries_the_performance_claims(settings) -> None:  # 
     from app.main import open_store
 
     store = open_store(settings)
-    store.reindex(settings.wiki)
-    text = page_document(store, "kernel-tiled-reduction", "http://x", None)
+    try:
+        store.reindex(settings.wiki)
+        text = page_document(store, "kernel-tiled-reduction", "http://x", None)
+    finally:
+        store.engine.dispose()
     assert text is not None
     front = text.split("---\n")[1]
     assert "performance_claims:" in front and "gpu: H200" in front and "source_locator: table 2" in front
