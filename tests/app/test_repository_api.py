@@ -85,3 +85,11 @@ def test_mcp_page_document_carries_the_performance_claims(settings) -> None:  # 
     front = text.split("---\n")[1]
     assert "performance_claims:" in front and "gpu: H200" in front and "source_locator: table 2" in front
     assert "reproducibility: runnable" in front
+
+
+def test_fragments_show_as_unverified_with_their_reason_in_the_api_and_the_page(live) -> None:  # noqa: ANN001
+    page = live.get("/api/pages/hw-bulk-copy").json()
+    fragment = page["snippets"][1]
+    assert fragment["mode"] == "fragment" and fragment["status"] == "unverified"
+    assert fragment["summary"] == "fragment: not a complete program"
+    assert "fragment: not a complete program (unverified)" in live.get("/pages/hw-bulk-copy").text
