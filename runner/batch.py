@@ -144,7 +144,7 @@ class TargetBatch:
         workdir = Path(tempfile.mkdtemp(prefix="kw-batch-"))
         self._folders.append(workdir)
         tu = build_translation_unit(self.snippet)
-        (workdir / tu.filename).write_text(tu.text, encoding="utf-8")
+        tu.write(workdir)
         gencodes = [gencode(t) for t in self.targets]
         if kind == "rdc":
             keep = workdir / "keep"

@@ -158,7 +158,7 @@ def build_snippet(
     """
     workdir = Path(tempfile.mkdtemp(prefix="kw-build-"))
     tu = build_translation_unit(snippet)
-    (workdir / tu.filename).write_text(tu.text, encoding="utf-8")
+    tu.write(workdir)
     build = Build(outcome=StepOutcome(step="compile", status="error"), workdir=workdir, tu=tu)
     lang = snippet.lang
     if lang == "ptx":
@@ -335,7 +335,7 @@ def _build_python(build: Build, snippet: Snippet, toolchain: Toolchain, isolatio
         outcome.status = "fail"
         outcome.detail = f"compiled cleanly, but compile_fail expects an error containing '{snippet.expect}'"
     elif want_program:
-        build.program = [build.tu.filename]
+        build.program = [build.tu.filename, *build.tu.companions]
     return build
 
 

@@ -591,13 +591,16 @@ def run_process(
     tail_bytes: int = OUTPUT_TAIL_BYTES,
     gpu: bool = False,
     settings: RunnerSettings | None = None,
+    extra_fds: tuple[int, ...] = (),
 ) -> ProcessResult:
     """Run `argv` in `workdir` through the launcher: stdin closed, allow-listed environment, capped output.
 
     `isolation` (default: the setting) must work here, else nothing runs and
     `ProcessResult.error` says why; `gpu` gives the sandbox the GPU device
     nodes. Never raises for the command's own failures; an infrastructure
-    problem is reported in `ProcessResult.error`.
+    problem is reported in `ProcessResult.error`. `extra_fds` are passed to the
+    command at the same numbers and closed here once it has started (the metrics
+    descriptor, runner/metrics.py).
     """
     settings = settings or runner_settings()
     workdir = Path(workdir).resolve()
@@ -670,7 +673,7 @@ def run_process(
     joined: str | None = None
     try:
         result, joined = _supervise(
-            full, argv, workdir, env, status_r, status_w, timeout_s, level, head_bytes, tail_bytes, procs_fd
+            full, argv, workdir, env, status_r, status_w, timeout_s, level, head_bytes, tail_bytes, procs_fd, extra_fds
         )
     finally:
         if uid is not None:
@@ -744,11 +747,12 @@ def _supervise(
     head_bytes: int,
     tail_bytes: int,
     procs_fd: int = -1,
+    extra_fds: tuple[int, ...] = (),
 ) -> tuple[ProcessResult, str | None]:
     """Start the wrapped launcher, read its output and status, enforce the hard deadline; also returns what the
     launcher said about the command's cgroup ("joined", or why not)."""
     start = time.monotonic()
-    passed = (status_w,) if procs_fd < 0 else (status_w, procs_fd)
+    passed = ((status_w,) if procs_fd < 0 else (status_w, procs_fd)) + tuple(extra_fds)
     try:
         proc = subprocess.Popen(
             full,

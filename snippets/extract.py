@@ -19,6 +19,7 @@ from snippets.architectures import ANY_TARGET, normalize_architecture, target_of
 from snippets.attributes import DEFAULT_RUN_TIMEOUT_S, Attributes, InfoStringError, language_of, parse_attributes
 from snippets.build import BUILD_RECIPE, PRELUDE, defines_main
 from snippets.diagnostic import Diagnostic
+from snippets.harness import companions
 from snippets.snippet import ChainPart, Snippet
 
 _HIDDEN = {"python": re.compile(r"^#!(?: (.*)|\s*)$")}
@@ -66,6 +67,9 @@ def content_hash(snippet: Snippet) -> str:
         "checks": snippet.checks,
         "error": snippet.error,
     }
+    harness = companions(snippet.lang, [part.source for part in snippet.chain] + [snippet.full_source])
+    if harness:  # only then, so that the hashes of blocks without the harness stay as they were
+        payload["harness"] = harness
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
     return hashlib.sha256(blob).hexdigest()
 
