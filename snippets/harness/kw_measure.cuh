@@ -17,6 +17,7 @@
 // * guards: every launch is checked, the stream is synchronised before a sample is read, and a
 //   roofline floor rejects a rate faster than the H200's datasheet peak (kw::h200_peak; the runner
 //   re-checks the same bounds in runner/metrics.py).
+// * KERNELWIKI_PROFILE=1 (for a run under Nsight Compute) takes one sample and no warm-up.
 #pragma once
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -146,6 +147,8 @@ class Bench {
     KW_CHECK(cudaEventCreate(&stop_));
     nvml_ok_ = nvml_.open(dev_);
     first_ = read();
+    const char* prof = std::getenv("KERNELWIKI_PROFILE");   // under a profiler: one untimed-warm-up-free sample
+    if (prof && *prof == '1') warmup = 0, samples = 1;
   }
   ~Bench() {
     cudaFree(flush_);
