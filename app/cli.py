@@ -108,6 +108,7 @@ def lint(
 ) -> None:
     """Check every page, and its confidence/evidence_level against its snippets' evidence; exit 1 on errors."""
     from app.claims import lint_claims, read_evidence
+    from app.measured_claims import lint_measured_claims
     from app.pages import links_leaving, load_wiki
     from snippets.extract import extract_snippets
 
@@ -124,6 +125,7 @@ def lint(
         diags += [p for p in problems]
     records, unreadable = read_evidence(settings.evidence)
     diags += lint_claims(wiki_data.pages.values(), snippets_by_page, records)
+    diags += lint_measured_claims(wiki_data.pages.values(), snippets_by_page, records)
     for line in unreadable:
         typer.echo(line, err=True)
     for d in sorted(diags, key=lambda d: (d.path, d.line)):
