@@ -134,3 +134,25 @@ def test_prose_numbers_without_source_or_measurement_are_reported() -> None:
         "A copy reaches 4.8 TB/s.\n\nThe datasheet gives 4.8 TB/s.\n\n| x | 3 TB/s |\n\n```\n9 TB/s\n```\n\nClaimed 4.1 TB/s.\n"
     )
     assert prose_numbers(body, 10, [4.1]) == [(10, "4.8 TB/s")]
+
+
+def test_the_service_keeps_validated_metrics_and_refuses_impossible_ones() -> None:
+    from app.evidence_ingest import parse_record
+
+    base = {
+        "record_id": "r1",
+        "snippet_id": "p:1",
+        "page_id": "p",
+        "target": "sm_90",
+        "step": "run",
+        "status": "pass",
+        "content_hash": "h",
+        "timestamp": "2026-12-03T10:00:00Z",
+        "gpu_name": "NVIDIA H200",
+    }
+    doc = {"gpu": {"name": "NVIDIA H200"}, "metrics": {"bw": {"value": 4.0e12, "unit": "B/s", "bound": "hbm"}}}
+    rec, problem = parse_record({**base, "metrics": doc})
+    assert problem is None and rec is not None and rec.to_record()["metrics"]["metrics"]["bw"]["value"] == 4.0e12
+    doc["metrics"]["bw"]["value"] = 9.9e12
+    rec, problem = parse_record({**base, "metrics": doc})
+    assert rec is None and problem is not None and "peak" in problem
