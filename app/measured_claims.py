@@ -239,7 +239,8 @@ _UNIT = r"(?:[KMGT]i?B/s|[GT]FLOP/s|[GT]FLOPS|TOPS|cycles|clocks|ns|µs|us|ms)"
 PROSE_NUMBER = re.compile(r"(?<![\w.])(~|≈|about\s)?(\d+(?:[.,]\d+)?)\s?" + _UNIT + r"(?![\w/])")
 """A number with a performance unit in prose."""
 _CITES = re.compile(
-    r"\]\(|\[[a-z][\w.-]*\]|\b(?:doc|blog|pr|repo|paper)-[\w-]+|datasheet|measured|the program|ptxas|cuobjdump|output", re.I
+    r"\]\(|\[[a-z][\w.-]*\]|\b(?:doc|blog|pr|repo|paper)-[\w-]+|datasheet|measured|computed|guide|the program|ptxas|cuobjdump|output",
+    re.I,
 )
 
 
