@@ -109,6 +109,7 @@ def lint(
 ) -> None:
     """Check every page, and its confidence/evidence_level against its snippets' evidence; exit 1 on errors."""
     from app.claims import lint_claims, read_evidence
+    from app.measured_claims import lint_measured_claims
     from app.pages import links_leaving, load_wiki
     from app.perf import lint_claims_sources, read_claims
     from app.reproducibility import lint_reproducibility
@@ -131,6 +132,7 @@ def lint(
     for page in wiki_data.pages.values():  # performance_claims: their shape, and sources that name a page
         claims, problems = read_claims(page)
         diags += problems + lint_claims_sources(page, claims, set(wiki_data.pages))
+    diags += lint_measured_claims(wiki_data.pages.values(), snippets_by_page, records)
     for line in unreadable:
         typer.echo(line, err=True)
     for d in sorted(diags, key=lambda d: (d.path, d.line)):

@@ -84,6 +84,18 @@ def _rfc3339(value: Any) -> Any:
     return value.strip()
 
 
+def _metrics(value: Any) -> Any:
+    """A run's measurements pass the runner's own validation (size, shape, the H200 roofline) or are refused."""
+    if value is None:
+        return None
+    from runner.metrics import validate_metrics
+
+    doc, problem = validate_metrics(json.dumps(value).encode())
+    if problem:
+        raise ValueError(problem)
+    return doc
+
+
 def _json_bounded(value: Any) -> Any:
     if len(json.dumps(value, default=str)) > STRUCT_MAX_BYTES:
         raise ValueError(f"larger than {STRUCT_MAX_BYTES} bytes as JSON")
@@ -135,6 +147,9 @@ class EvidenceIn(BaseModel):
     warnings: Annotated[list[Annotated[str, Field(max_length=MESSAGE_MAX_BYTES)]], Field(max_length=MAX_WARNINGS)] = Field(
         default_factory=list,
         description="compiler messages that change what a pass means (an instruction ignored, performance lost)",
+    )
+    metrics: Annotated[dict[str, Any] | None, BeforeValidator(_metrics)] = Field(
+        default=None, description="run: the measuring harness's document, checked again by runner.metrics.validate_metrics"
     )
     job_id: Annotated[int, Field(ge=0)] | None = Field(default=None, description="the queue job that produced it (app/worker.py)")
     worker: Short | None = Field(default=None, description="the GPU worker that produced it")

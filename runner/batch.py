@@ -151,7 +151,7 @@ class TargetBatch:
         workdir = new_workdir("kw-batch-")
         self._folders.append(workdir)
         tu = build_translation_unit(self.snippet)
-        (workdir / tu.filename).write_text(tu.text, encoding="utf-8")
+        tu.write(workdir)
         gencodes = [gencode(t) for t in self.targets]
         if kind == "rdc":
             keep = workdir / "keep"
@@ -187,7 +187,7 @@ class TargetBatch:
             limits=COMPILE_LIMITS,
             isolation=self.isolation,
             collect=(*(f"{keep.name}/*.{suffix}" for suffix in _KEPT), tu.filename),
-            protect=(tu.filename,),
+            protect=(tu.filename, *tu.companions),
         )
         clean = not (res.error or res.timed_out or res.exit_code != 0 or res.truncated or res.stdout.text.strip())
         parts = split_ptxas_report(res.stderr.text, self.targets) if clean else None

@@ -199,7 +199,7 @@ def build_snippet(
     """
     workdir = new_workdir("kw-build-")
     tu = build_translation_unit(snippet)
-    (workdir / tu.filename).write_text(tu.text, encoding="utf-8")
+    tu.write(workdir)
     build = Build(outcome=StepOutcome(step="compile", status="error"), workdir=workdir, tu=tu)
     lang = snippet.lang
     if lang == "ptx":
@@ -229,7 +229,7 @@ def build_snippet(
         limits=COMPILE_LIMITS,
         isolation=isolation,
         collect=(*kept, tu.filename, *(() if compile_only or lang == "cuda" else (EXECUTABLE,))),
-        protect=(tu.filename,),
+        protect=(tu.filename, *tu.companions),
     )
     ptx = _first(res, ".ptx") if lang == "cuda" else None
     outcome = outcome_from_process(res, resources=parse_ptxas_resources(res.output) if lang == "cuda" else {})
@@ -305,7 +305,7 @@ def _link_whole_program(
         limits=COMPILE_LIMITS,
         isolation=isolation,
         collect=(build.tu.filename, EXECUTABLE),
-        protect=(build.tu.filename,),
+        protect=(build.tu.filename, *build.tu.companions),
     )
     outcome = build.outcome
     changed = tampered(res, build.tu)
@@ -374,7 +374,7 @@ def _build_ptx(build: Build, snippet: Snippet, target: str, toolchain: Toolchain
         limits=COMPILE_LIMITS,
         isolation=isolation,
         collect=(build.tu.filename,),
-        protect=(build.tu.filename,),
+        protect=(build.tu.filename, *build.tu.companions),
     )
     outcome = outcome_from_process(res, resources=parse_ptxas_resources(res.output))
     outcome.warnings = dx.meaning_warnings(res.output)
@@ -409,7 +409,7 @@ def _build_python(build: Build, snippet: Snippet, toolchain: Toolchain, isolatio
         limits=COMPILE_LIMITS,
         isolation=isolation,
         collect=(build.tu.filename,),
-        protect=(build.tu.filename,),
+        protect=(build.tu.filename, *build.tu.companions),
     )
     outcome = outcome_from_process(res)
     build.outcome = outcome
@@ -426,8 +426,9 @@ def _build_python(build: Build, snippet: Snippet, toolchain: Toolchain, isolatio
         outcome.status = "fail"
         outcome.detail = f"compiled cleanly, but compile_fail expects an error containing '{snippet.expect}'"
     elif want_program:
-        build.program = [build.tu.filename]
+        build.program = [build.tu.filename, *build.tu.companions]
         build.program_files = {build.tu.filename: build.tu.text.encode("utf-8")}  # the page's text, never read back
+        build.program_files.update({name: text.encode("utf-8") for name, text in build.tu.companions.items()})
     return build
 
 

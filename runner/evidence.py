@@ -57,6 +57,7 @@ class EvidenceRecord:
     gpu_name: str | None = None  # GPU the program ran on (run step)
     compute_capability: str | None = None  # of that GPU, e.g. "9.0"
     driver_version: str | None = None  # of that GPU's driver
+    metrics: dict[str, Any] | None = None  # run: measurements the harness reported on its own descriptor
     record_id: str = ""  # deterministic id: hash of snippet_id, target, step, content_hash, toolchain, timestamp
 
     def __post_init__(self) -> None:

@@ -12,6 +12,7 @@ import os
 
 from runner.compile import Build
 from runner.gpus import Gpu, missing_reason
+from runner.metrics import MetricsPipe
 from runner.outcome import StepOutcome, outcome_from_process
 from runner.sandbox import new_workdir, remove_workdir, resource_limit_hit, run_limits, run_process, runner_settings
 from runner.toolchain import Toolchain
@@ -21,6 +22,8 @@ CRASHED = "crashed"
 EXIT_STATUS = "non-zero exit status"
 WRONG_OUTPUT = "wrong output"
 RESOURCE_LIMIT = "resource limit"
+BAD_METRICS = "bad metrics"
+"""A program whose measurements (runner/metrics.py) were malformed, too large, or faster than the GPU's peak."""
 """A program stopped by one of its sandbox limits (host memory, processes, open files, file size)."""
 
 
@@ -57,12 +60,25 @@ def run_step(
             argv = [f"./{build.program[0]}"]
         env = {"CUDA_VISIBLE_DEVICES": gpu.visible_devices, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
         limits = run_limits(runner_settings())
-        res = run_process(argv, rundir, snippet.timeout, limits=limits, isolation=isolation, extra_env=env, gpu=True)
+        with MetricsPipe() as pipe:  # the harness's JSON, on a descriptor of its own (runner/metrics.py)
+            env.update(pipe.env())
+            res = run_process(
+                argv,
+                rundir,
+                snippet.timeout,
+                limits=limits,
+                isolation=isolation,
+                extra_env=env,
+                gpu=True,
+                extra_fds=(pipe.child_fd,),
+            )
+        metrics, metrics_problem = pipe.document()
     finally:
         remove_workdir(rundir)
     outcome = outcome_from_process(
         res, "run", gpu_name=gpu.name, compute_capability=gpu.compute_capability, driver_version=gpu.driver_version
     )
+    outcome.metrics = metrics
     if res.limits_in_force:  # which mechanisms held it: cgroup v2 where usable, the resource limits always
         outcome.resources["limits"] = res.limits_in_force
     if res.cgroup is not None and res.cgroup.memory_peak is not None:
@@ -86,6 +102,10 @@ def run_step(
         outcome.status, outcome.kind = "fail", EXIT_STATUS
         hint = _hint(res.output)
         outcome.detail = f"exit status {res.exit_code}" + (f": {hint}" if hint else "") + leftovers
+    elif metrics_problem:
+        outcome.status, outcome.kind = "fail", BAD_METRICS
+        outcome.detail = metrics_problem + leftovers
+        outcome.checks.append({"kind": "metrics", "pattern": "", "ok": False, "detail": metrics_problem})
     else:
         if snippet.output is not None:
             ok = snippet.output in res.stdout.text

@@ -49,6 +49,7 @@ class StepOutcome:
     gpu_name: str | None = None
     compute_capability: str | None = None
     driver_version: str | None = None
+    metrics: dict[str, Any] | None = None  # run: the harness's validated measurements (runner/metrics.py)
     isolation: str = "none"
     command: str = ""  # the exact command line(s) run in the snippet's folder ("a && b" for two builds)
     host: str = field(default_factory=host_name)
@@ -105,6 +106,7 @@ def to_record(snippet: Snippet, target: str, outcome: StepOutcome, toolchain: st
         gpu_name=outcome.gpu_name,
         compute_capability=outcome.compute_capability,
         driver_version=outcome.driver_version,
+        metrics=outcome.metrics,
     )
 
 

@@ -727,6 +727,7 @@ def run_process(
     collect: tuple[str, ...] | list[str] = (),
     collect_cap: int = COLLECT_CAP_BYTES,
     protect: tuple[str, ...] | list[str] = (),
+    extra_fds: tuple[int, ...] = (),
 ) -> ProcessResult:
     """Run `argv` in `workdir` through the launcher: stdin closed, allow-listed environment, capped output.
 
@@ -736,7 +737,9 @@ def run_process(
     hands back, read inside the sandbox as the command's user, in
     `ProcessResult.artifacts` (docs/sandbox.md, "the readback rule"). Never
     raises for the command's own failures; an infrastructure problem is
-    reported in `ProcessResult.error`.
+    reported in `ProcessResult.error`. `extra_fds` are passed to the command at
+    the same numbers and closed here once it has started (the metrics
+    descriptor, runner/metrics.py).
     """
     settings = settings or runner_settings()
     workdir = Path(workdir).resolve()
@@ -838,6 +841,7 @@ def run_process(
             collect_w,
             collect_cap,
             seccomp_fd,
+            extra_fds,
         )
     finally:
         if uid is not None:
@@ -970,11 +974,12 @@ def _supervise(
     collect_w: int = -1,
     collect_cap: int = 0,
     seccomp_fd: int = -1,
+    extra_fds: tuple[int, ...] = (),
 ) -> tuple[ProcessResult, str | None]:
     """Start the wrapped launcher, read its output and status, enforce the hard deadline; also returns what the
     launcher said about the command's cgroup ("joined", or why not)."""
     start = time.monotonic()
-    passed = tuple(fd for fd in (status_w, procs_fd, collect_w, seccomp_fd) if fd >= 0)
+    passed = tuple(fd for fd in (status_w, procs_fd, collect_w, seccomp_fd) if fd >= 0) + tuple(extra_fds)
     try:
         proc = subprocess.Popen(
             full,

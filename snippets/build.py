@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from snippets.harness import companions
 from snippets.snippet import Snippet
 
 PRELUDE = """\
@@ -76,6 +78,13 @@ class TranslationUnit:
     text: str  # the whole source
     filename: str  # snippet.cu / snippet.cpp / snippet.ptx / snippet.py
     tu_lines: list[tuple[str, int]] = field(default_factory=list)  # per TU line: (segment, line in segment or 0)
+    companions: dict[str, str] = field(default_factory=dict)  # files written beside it: the measuring harness
+
+    def write(self, folder: Path) -> None:
+        """Write the unit and its companion files into `folder`."""
+        (folder / self.filename).write_text(self.text, encoding="utf-8")
+        for name, text in self.companions.items():
+            (folder / name).write_text(text, encoding="utf-8")
 
     def locate(self, tu_line: int) -> tuple[str, int] | None:
         """(segment, line in segment) of a 1-based translation-unit line; None for generated lines."""
@@ -174,7 +183,8 @@ def build_translation_unit(snippet: Snippet) -> TranslationUnit:
         for name, source in parts:
             _add_plain_segment(w, name, source)
     text = "\n".join(w.lines) + "\n"
-    return TranslationUnit(text=text, filename=FILE_NAMES[lang], tu_lines=w.origin)
+    extra = companions(lang, [source for _, source in parts])
+    return TranslationUnit(text=text, filename=FILE_NAMES[lang], tu_lines=w.origin, companions=extra)
 
 
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)

@@ -20,6 +20,7 @@ from snippets.attributes import DEFAULT_RUN_TIMEOUT_S, Attributes, InfoStringErr
 from snippets.build import BUILD_RECIPE, PRELUDE, defines_main
 from snippets.classify import FRAGMENT, classify
 from snippets.diagnostic import Diagnostic
+from snippets.harness import companions
 from snippets.snippet import ChainPart, Snippet
 
 _HIDDEN = {"python": re.compile(r"^#!(?: (.*)|\s*)$")}
@@ -67,6 +68,9 @@ def content_hash(snippet: Snippet) -> str:
         "checks": snippet.checks,
         "error": snippet.error,
     }
+    harness = companions(snippet.lang, [part.source for part in snippet.chain] + [snippet.full_source])
+    if harness:  # only then, so that the hashes of blocks without the harness stay as they were
+        payload["harness"] = harness
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
     return hashlib.sha256(blob).hexdigest()
 
