@@ -41,17 +41,15 @@ def _cached(request: Request, key: Hashable, render: Callable[[str], str]) -> Re
     return Response(rendered.for_origin(origin), media_type=TEXT, headers=headers)
 
 
-@router.api_route(
-    "/llms.txt", methods=["GET", "HEAD"], response_class=PlainTextResponse, summary="llmstxt.org index of every page"
-)
+@router.get("/llms.txt", response_class=PlainTextResponse, summary="llmstxt.org index of every page")
+@router.head("/llms.txt", include_in_schema=False)
 def get_llms_txt(request: Request, store: StoreDep, conn: ConnDep) -> Response:
     """Rendered once per index generation; `If-None-Match` with the ETag answers 304."""
     return _cached(request, ("llms.txt", index_generation(conn)), lambda origin: llms_txt(store, origin))
 
 
-@router.api_route(
-    "/llms-full.txt", methods=["GET", "HEAD"], response_class=PlainTextResponse, summary="every page's Markdown in one file"
-)
+@router.get("/llms-full.txt", response_class=PlainTextResponse, summary="every page's Markdown in one file")
+@router.head("/llms-full.txt", include_in_schema=False)
 def get_llms_full_txt(request: Request, store: StoreDep, conn: ConnDep) -> Response:
     """Rendered once per data version (index generation and evidence); `If-None-Match` with the ETag answers 304."""
     return _cached(request, ("llms-full.txt", data_version(conn)), lambda origin: "".join(llms_full_txt(store, origin)))
