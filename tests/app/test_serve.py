@@ -257,7 +257,7 @@ def test_a_damaged_index_is_one_line_with_the_fix_and_rebuild_keeps_posted_evide
     try:
         assert server.listening(), server.stderr()
         assert server.wait_ok()["pages"] == 4
-        history = httpx.get(server.url + "/api/snippets/hw-tma:1/evidence").json()
+        history = httpx.get(server.url + "/api/snippets/hw-tma:1/evidence").json()["records"]
         assert [r["record_id"] for r in history] == ["posted-1"]
     finally:
         server.stop()
@@ -347,7 +347,7 @@ def test_several_workers_serve_read_only_and_still_take_posted_evidence(site: Pa
                 "timestamp": "2026-12-01T00:00:00Z",
             }
             assert client.post("/api/evidence", json=[record], headers=AUTH).json()["inserted"] == 1
-            assert [r["record_id"] for r in client.get("/api/snippets/hw-tma:1/evidence").json()] == ["w-1"]
+            assert [r["record_id"] for r in client.get("/api/snippets/hw-tma:1/evidence").json()["records"]] == ["w-1"]
     finally:
         assert server.stop() < 5
 
