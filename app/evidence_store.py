@@ -22,7 +22,7 @@ from sqlalchemy import func, insert, tuple_
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
-from app.evidence_ingest import EvidenceIn, canonical_stamp, parse_record
+from app.evidence_ingest import EvidenceIn, JSONProblem, canonical_stamp, parse_json, parse_record
 from app.models import EvidenceRow, SnippetRow, table_of
 from app.schemas import EvidencePublic, SnippetPublic
 from runner import diagnostics, status as status_rules
@@ -160,10 +160,10 @@ class EvidenceStore:
             if not line.strip():
                 continue
             try:
-                records.append(json.loads(line))
+                records.append(parse_json(line))
                 index.append(n)
-            except json.JSONDecodeError as exc:
-                errors.append(f"{path}:{n}: error: invalid JSON: {exc.msg}")
+            except JSONProblem as exc:
+                errors.append(f"{path}:{n}: error: {exc}")
         result = self.add(records, origin=str(path))
         # Map record positions back to file lines for the messages.
         fixed = []

@@ -207,3 +207,28 @@ def test_a_snippets_history_comes_newest_first_a_window_at_a_time_following_next
         bad = live.get("/api/snippets/hw-tma:1/evidence", params={"next": token})
         assert bad.status_code == 422 and "next" in detail(bad), token
     assert live.get("/api/snippets/hw-tma:99/evidence").status_code == 404
+
+
+def test_json_nested_too_deep_is_refused_with_422_naming_the_limit(live, tmp_path) -> None:
+    from app.evidence_ingest import MAX_NESTING
+
+    too_deep = f"arrays and objects are nested deeper than {MAX_NESTING} levels"
+    for depth in (1100, 100_000):  # past the JSON decoder's own recursion limit
+        body = b"[" * depth + b"]" * depth
+        response = live.post("/api/evidence", content=body, headers={**AUTH, "content-type": "application/json"})
+        assert response.status_code == 422 and too_deep in detail(response), depth
+    # Within the decoder's reach but past the limit: a record whose `checks` hide a deep value.
+    hidden: Any = "x"
+    for _ in range(MAX_NESTING):
+        hidden = [hidden]
+    response = live.post("/api/evidence", json=[rec(checks=[{"ptx": hidden}])], headers=AUTH)
+    assert response.status_code == 422 and too_deep in detail(response)
+    shallow = rec(record_id="shallow", checks=[{"kind": "ptx", "pattern": "x", "passed": True, "detail": ["a", {"b": 1}]}])
+    assert live.post("/api/evidence", json=[shallow], headers=AUTH).json()["inserted"] == 1
+    assert live.get("/api/health").status_code == 200  # and the service is none the worse
+
+    # The same rule for committed evidence: the line is named, the rest of the file is imported.
+    jsonl = tmp_path / "deep.jsonl"
+    jsonl.write_text(json.dumps(rec(record_id="fine")) + "\n" + "[" * 5000 + "]" * 5000 + "\n")
+    result = live.server.server.config.app.state.store.evidence.import_jsonl(jsonl)
+    assert result.inserted == 1 and result.errors == [f"{jsonl}:2: error: {too_deep}"]
