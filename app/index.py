@@ -38,6 +38,7 @@ from app.models import (
     StateRow,
     TagRow,
 )
+from app.pagefile import read_page
 from app.pages import links_leaving
 from snippets.architectures import family
 from snippets.diagnostic import Diagnostic
@@ -294,7 +295,7 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
         for rel in candidates:
             path, mtime, size = on_disk[rel]
             try:
-                raw = Path(path).read_bytes()
+                raw = read_page(root, rel)  # without following links swapped in since the walk (app/pagefile.py)
             except OSError as exc:
                 report.diagnostics.append(Diagnostic(rel, 1, "error", f"cannot read file: {exc.strerror}"))
                 raw = b""
