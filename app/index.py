@@ -245,6 +245,8 @@ def _fast_walk(root: Path) -> dict[str, tuple[str, int, int]]:
         try:
             entries = list(os.scandir(folder))
         except OSError:
+            if not prefix:  # the wiki folder itself went away mid-reindex: fail rather than drop every page
+                raise
             continue
         for entry in entries:
             if entry.name.startswith("."):

@@ -427,3 +427,36 @@ def test_an_unauthenticated_100_mb_post_is_refused_without_reading_it(served: Se
     assert sent < 50 * 1024 * 1024, sent  # the server hung up instead of draining the upload
     assert rss_kib() - before < 20 * 1024, (before, rss_kib())
     assert served.health().status_code == 200
+
+
+def _until(seconds: float, check: Any) -> Any:
+    """`check()` once it is truthy, polled until `seconds` have passed."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"not so within {seconds}s")
+
+
+def test_a_wiki_folder_moved_away_keeps_the_last_index_and_health_says_degraded_until_it_is_back(site: Path) -> None:
+    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--watch")
+    try:
+        assert server.listening(), server.stderr()
+        pages = server.wait_ok()["pages"]
+        (site / "wiki").rename(site / "wiki.away")
+        health = _until(10, lambda: (h := server.health()).json()["status"] == "degraded" and h)
+        body = health.json()
+        assert health.status_code == 200 and body["stale"] is True  # the index still answers: not a 503
+        assert f"{site / 'wiki'}: error: the wiki folder is missing" in body["problem"] and "last index" in body["problem"]
+        assert body["pages"] == pages
+        assert httpx.get(server.url + "/pages/hw-tma").status_code == 200
+        assert httpx.get(server.url + "/api/search", params={"q": "tma"}).json()["total"] > 0
+        (site / "wiki.away").rename(site / "wiki")
+        assert _until(10, lambda: server.health().json()["status"] == "ok")
+        (site / "wiki" / "back.md").write_text(PAGE.format(id="back-page", title="Back", word="narwhal", n=1))
+        _until(10, lambda: httpx.get(server.url + "/pages/back-page").status_code == 200)  # watched again
+        assert "the wiki folder is missing" in server.stderr() and "Traceback" not in server.stderr()
+    finally:
+        server.stop()
