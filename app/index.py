@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
 from app.db import chunks, index_generation
+from app.lifeline import exit_with
 from app.markdown import render
 from app.models import (
     AliasRow,
@@ -113,7 +114,8 @@ def _prepare_all(items: list[tuple[str, bytes, str]]) -> list[Prepared]:
     # point guards); its start-up is paid once per pool, and only for a wiki of PARALLEL_THRESHOLD files.
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["app.index"])  # imported once in the server, not once per child
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    # Each worker ends with this process even when it is killed (app/lifeline.py): no pool outlives a `kill -9`.
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=exit_with, initargs=(os.getpid(),)) as pool:
         return list(pool.map(prepare, *zip(*items, strict=True), chunksize=64))
 
 

@@ -151,5 +151,10 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
 
 
 def worker_app() -> FastAPI:
-    """`serve --workers N`: one worker's app, from `KERNELWIKI_*` settings (read-only; the supervisor indexes)."""
+    """`serve --workers N`: one worker's app, from `KERNELWIKI_*` settings (read-only; the supervisor indexes).
+
+    The worker ends when the `serve` process does, even one killed with SIGKILL (app/lifeline.py)."""
+    from app.lifeline import exit_with_parent_from_env
+
+    exit_with_parent_from_env()
     return create_app(Settings(read_only=True))

@@ -80,6 +80,7 @@ def run_server(settings: Settings, workers: int, say: Say, warn: Say) -> int:
     """Serve until stopped; returns the exit status (1: could not start, 2: nothing to serve)."""
     import uvicorn
 
+    from app.lifeline import PARENT_ENV
     from app.main import create_app, keeper_for, open_store
     from app.watch import IndexStatus, status_file
 
@@ -135,6 +136,7 @@ def run_server(settings: Settings, workers: int, say: Say, warn: Say) -> int:
             "KERNELWIKI_DB": settings.db,
             "KERNELWIKI_EVIDENCE": str(Path(settings.evidence).resolve()),
             "KERNELWIKI_WATCH": "false",
+            PARENT_ENV: str(os.getpid()),  # each worker ends with this process, even after a kill -9 (app/lifeline.py)
         }
     )
     say(f"serving {url} with {workers} workers (this process indexes {settings.wiki}; the workers read the index read-only)")

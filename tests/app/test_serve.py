@@ -460,3 +460,64 @@ def test_a_wiki_folder_moved_away_keeps_the_last_index_and_health_says_degraded_
         assert "the wiki folder is missing" in server.stderr() and "Traceback" not in server.stderr()
     finally:
         server.stop()
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (children, grandchildren, …), from /proc."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            todo += [c for c in children if c not in found]
+            found.update(children)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")  # a zombie has ended; only its parent's wait is missing
+
+
+def _killed_leaves_nothing(proc: subprocess.Popen[bytes], helpers: set[int]) -> None:
+    proc.kill()  # SIGKILL: the process can do nothing about its helpers
+    proc.wait(10)
+    try:
+        _until(10, lambda: not any(_alive(p) for p in helpers))
+    finally:
+        for p in helpers:  # whatever is left is ours to stop, so the suite leaves nothing behind either
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+
+
+def test_kill_9_of_serve_with_workers_leaves_no_helper_process(site: Path) -> None:
+    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--workers", "2")
+    helpers: set[int] = set()
+    try:
+        assert server.listening(), server.stderr()
+        server.wait_ok()
+        # the 2 workers and multiprocessing's resource tracker
+        helpers = _until(30, lambda: d if len(d := _descendants(server.proc.pid)) >= 3 else None)
+    finally:
+        _killed_leaves_nothing(server.proc, helpers | _descendants(server.proc.pid))
+
+
+def test_kill_9_of_index_mid_parse_leaves_no_helper_process(site: Path) -> None:
+    for n in range(3000):  # enough files for the parsing pool (app/index.py: PARALLEL_THRESHOLD)
+        (site / "wiki" / f"gen-{n:04d}.md").write_text(PAGE.format(id=f"gen-{n:04d}", title=f"Generated {n}", word=f"w{n}", n=n))
+    with (site / "index.err").open("w") as err:
+        proc = subprocess.Popen([KERNELWIKI, "index", "--db", f"sqlite:///{site / 'index.db'}"], cwd=site, stderr=err)
+    # The pool is up: the forkserver, the resource tracker and the pool's workers under it.
+    helpers: set[int] = set()
+    try:
+        helpers = _until(60, lambda: d if len(d := _descendants(proc.pid)) >= 3 else None)
+        assert proc.poll() is None, "the index finished before it could be killed"
+    finally:
+        _killed_leaves_nothing(proc, helpers | _descendants(proc.pid))
