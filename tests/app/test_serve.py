@@ -521,3 +521,45 @@ def test_kill_9_of_index_mid_parse_leaves_no_helper_process(site: Path) -> None:
         assert proc.poll() is None, "the index finished before it could be killed"
     finally:
         _killed_leaves_nothing(proc, helpers | _descendants(proc.pid))
+
+
+def test_sigterm_under_load_exits_quickly_and_quietly(served: Served) -> None:
+    """Clients keep asking and uploads hang while SIGTERM arrives: the process is gone soon, with no traceback."""
+    import threading
+
+    served.wait_ok()
+    stop = threading.Event()
+    answered = [0]
+
+    def ask(n: int) -> None:
+        with httpx.Client(base_url=served.url, timeout=10) as client:
+            paths = ["/api/search?q=tensor", f"/api/search?q=word{n}", "/pages/hw-tma", "/llms-full.txt", "/api/pages"]
+            while not stop.is_set():
+                try:
+                    client.get(paths[answered[0] % len(paths)])
+                    answered[0] += 1
+                except httpx.HTTPError:
+                    return  # the server went away: done
+
+    askers = [threading.Thread(target=ask, args=(n,), daemon=True) for n in range(16)]
+    for t in askers:
+        t.start()
+    uploads = []
+    for _ in range(8):  # authorised uploads that never finish: still in flight when the grace period ends
+        sock = socket.create_connection(("127.0.0.1", served.port), timeout=10)
+        sock.sendall(
+            b"POST /api/evidence HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            + TOKEN.encode()
+            + b"\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n["
+        )
+        uploads.append(sock)
+    _until(30, lambda: answered[0] >= 50)  # under load
+    took = served.stop()
+    stop.set()
+    for sock in uploads:
+        sock.close()
+    err = served.stderr()
+    print(f"SIGTERM under load: exited in {took:.2f}s after {answered[0]} answers")
+    assert served.proc.returncode is not None and took < 4.5, took
+    assert "Traceback" not in err and "Exception in ASGI application" not in err, err[-3000:]
+    assert "cancelled" in err  # each cancelled request is one line
