@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
@@ -47,8 +48,8 @@ def test_a_page_swapped_for_an_outside_link_after_the_walk_is_never_read(
     race.write_text(SECRET.replace("id: secret", "id: race-page").replace("classified okapi", "inside words"))
     walk = index._fast_walk
 
-    def walk_then_swap(root: Path) -> dict[str, tuple[str, int, int]]:
-        found = walk(root)
+    def walk_then_swap(root: Path, *args: Any) -> Any:
+        found = walk(root, *args)
         swapped = race.with_name("race.tmp")
         swapped.symlink_to(outside)
         os.replace(swapped, race)  # the atomic rename an attacker uses

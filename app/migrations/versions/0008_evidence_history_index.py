@@ -5,8 +5,8 @@ AND (timestamp, record_id) < (?, ?) ORDER BY timestamp DESC, record_id DESC
 LIMIT n`; with this index SQLite and PostgreSQL walk n entries instead of
 sorting every record of the snippet.
 
-Revision ID: 0007e
-Revises: 0006l
+Revision ID: 0008e
+Revises: 0007r
 Create Date: 2026-12-03
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0007e"
-down_revision = "0006l"
+revision = "0008e"
+down_revision = "0007r"
 branch_labels = None
 depends_on = None
 
