@@ -501,7 +501,7 @@ def test_kill_9_of_serve_with_workers_leaves_no_helper_process(site: Path) -> No
     server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--workers", "2")
     helpers: set[int] = set()
     try:
-        assert server.listening(), server.stderr()
+        assert server.listening(120), server.stderr()  # fresh workers import the app: slow on a busy 2-core host
         server.wait_ok()
         # the 2 workers and multiprocessing's resource tracker
         helpers = _until(30, lambda: d if len(d := _descendants(server.proc.pid)) >= 3 else None)
