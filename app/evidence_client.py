@@ -61,14 +61,27 @@ class EvidenceClient:
             raise ServiceError(f"{what}: the answer is not JSON: {response.text[:ERROR_TEXT_LIMIT]}") from exc
 
     def history(self, snippet_id: str) -> list[dict[str, Any]] | None:
-        """Every evidence record of a snippet (None: the index has no such snippet)."""
+        """Every evidence record of a snippet, newest first, window after window (None: the index has no such snippet)."""
         what = f"evidence history of {snippet_id}"
-        response = self._request("GET", f"/api/snippets/{urllib.parse.quote(snippet_id, safe='')}/evidence")
-        if response.status_code == 404:
-            return None
-        if response.status_code != 200:
-            raise ServiceError(f"{what}: HTTP {response.status_code}: {response.text[:ERROR_TEXT_LIMIT]}")
-        return self._json(response, what)
+        path = f"/api/snippets/{urllib.parse.quote(snippet_id, safe='')}/evidence"
+        records: list[dict[str, Any]] = []
+        query: str | None = ""
+        seen: set[str] = set()
+        while query is not None:
+            response = self._request("GET", f"{path}?{query}" if query else path)
+            if response.status_code == 404 and not query:
+                return None
+            if response.status_code != 200:
+                raise ServiceError(f"{what}: HTTP {response.status_code}: {response.text[:ERROR_TEXT_LIMIT]}")
+            body = self._json(response, what)
+            if not isinstance(body, dict) or not isinstance(body.get("records"), list):
+                raise ServiceError(f"{what}: not a window of records: {response.text[:ERROR_TEXT_LIMIT]}")
+            records += body["records"]
+            seen.add(query)
+            query = body.get("next")
+            if query in seen:
+                raise ServiceError(f"{what}: the service answered the same `next` twice: {query[:ERROR_TEXT_LIMIT]}")
+        return records
 
     def post(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         """Post evidence records; the service's answer (`inserted`, `duplicates`)."""

@@ -43,6 +43,10 @@ COMMAND_MAX_BYTES = 8 * 1024
 MAX_WARNINGS = 64
 """At most this many compiler warnings per record."""
 
+MAX_NESTING = 16
+"""Arrays and objects nested deeper than this are refused: a post is an array of records whose deepest field
+(`checks`: object → list → object) sits 5 levels down; Python's JSON decoder gives up near 1,000 levels."""
+
 STAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 """The stored form of every timestamp: fixed width, UTC, so text order is time order."""
 
@@ -189,6 +193,35 @@ class EvidenceIn(BaseModel):
         data = self.model_dump(mode="json")
         data["timestamp"] = self.stamp
         return data
+
+
+class JSONProblem(ValueError):
+    """Text that is not JSON, or JSON nested deeper than MAX_NESTING (the message says which)."""
+
+
+def parse_json(text: str | bytes, max_nesting: int = MAX_NESTING) -> Any:
+    """`json.loads` of a post body or a JSONL line, refusing nesting beyond `max_nesting` with JSONProblem.
+
+    The decoder's own recursion limit surfaces as RecursionError; that, and anything nested deeper than
+    the limit, is reported as one sentence. The depth is measured without recursion.
+    """
+    too_deep = f"arrays and objects are nested deeper than {max_nesting} levels"
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise JSONProblem(too_deep) from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise JSONProblem(f"not JSON: {exc}") from None
+    level: list[tuple[Any, int]] = [(value, 1)]
+    while level:
+        item, depth = level.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > max_nesting:
+            raise JSONProblem(too_deep)
+        level.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return value
 
 
 def parse_record(raw: Any) -> tuple[EvidenceIn | None, str | None]:

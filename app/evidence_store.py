@@ -8,6 +8,7 @@ snippet content is shown as stale, never as current.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections import defaultdict
 from collections.abc import Iterator
@@ -15,13 +16,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import func, insert
+from sqlalchemy import func, insert, tuple_
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
-from app.evidence_ingest import EvidenceIn, canonical_stamp, parse_record
+from app.evidence_ingest import EvidenceIn, JSONProblem, canonical_stamp, parse_json, parse_record
 from app.models import EvidenceRow, SnippetRow, table_of
 from app.schemas import EvidencePublic, SnippetPublic
 from runner import diagnostics, status as status_rules
@@ -36,6 +37,45 @@ class ImportResult:
     inserted: int = 0  # new records written
     duplicates: int = 0  # records already present (same record_id)
     errors: list[str] = field(default_factory=list)  # 'file:line: error: …' for rejected records
+
+
+HISTORY_LIMIT = 20
+"""Records in one window of a snippet's history when the caller names no `limit` (HTTP and MCP)."""
+HISTORY_MAX_LIMIT = 100
+"""The most records one window may hold: a record keeps up to ~64 kB of output, so a window stays under ~7 MB."""
+
+
+class HistoryKey(NamedTuple):
+    """Where a window of a snippet's history ends: its last record's time and id (the next window starts after it).
+
+    Sent to clients as an opaque `next` token (Datasette's keyset `_next`): URL-safe base64 of the JSON pair.
+    """
+
+    timestamp: str
+    record_id: str
+
+    def token(self) -> str:
+        return base64.urlsafe_b64encode(json.dumps([self.timestamp, self.record_id]).encode()).decode().rstrip("=")
+
+    @classmethod
+    def from_token(cls, token: str) -> HistoryKey:
+        """The key a `token()` encoded; ValueError for anything else."""
+        try:
+            pair = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValueError("not a token this service gave out") from exc
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+            raise ValueError("not a token this service gave out")
+        return cls(pair[0], pair[1])
+
+
+@dataclass
+class HistoryWindow:
+    """One window of a snippet's evidence, newest first."""
+
+    total: int  # records of the snippet, all windows together
+    records: list[EvidencePublic]  # this window's
+    next: HistoryKey | None  # where the next window starts; None when this one is the last
 
 
 @contextmanager
@@ -120,10 +160,10 @@ class EvidenceStore:
             if not line.strip():
                 continue
             try:
-                records.append(json.loads(line))
+                records.append(parse_json(line))
                 index.append(n)
-            except json.JSONDecodeError as exc:
-                errors.append(f"{path}:{n}: error: invalid JSON: {exc.msg}")
+            except JSONProblem as exc:
+                errors.append(f"{path}:{n}: error: {exc}")
         result = self.add(records, origin=str(path))
         # Map record positions back to file lines for the messages.
         fixed = []
@@ -279,19 +319,32 @@ class EvidenceStore:
             out = out[offset : offset + limit]
         return out
 
-    def history(self, snippet_id: str, conn: Connection | None = None) -> list[EvidencePublic] | None:
-        """Every record of a snippet, newest first; None when the snippet is unknown."""
+    def history(
+        self, snippet_id: str, limit: int, after: HistoryKey | None = None, conn: Connection | None = None
+    ) -> HistoryWindow | None:
+        """One window of a snippet's records, newest first, after `after` (keyset, in SQL); None for an unknown snippet.
+
+        Ordered by (timestamp, record_id) descending: record ids are unique, so the order is total and a window
+        starts exactly where the last one ended, however many records arrive meanwhile.
+        """
         with _connection(self.engine, conn) as conn:
             snip = conn.execute(select(SnippetRow.content_hash).where(SnippetRow.id == snippet_id)).scalar()
             if snip is None:
                 return None
-            rows = conn.execute(
-                table_of(EvidenceRow)
-                .select()
-                .where(col(EvidenceRow.snippet_id) == snippet_id)
-                .order_by(col(EvidenceRow.timestamp).desc())
+            total = conn.execute(select(func.count()).where(col(EvidenceRow.snippet_id) == snippet_id)).scalar() or 0
+            query = table_of(EvidenceRow).select().where(col(EvidenceRow.snippet_id) == snippet_id)
+            if after is not None:
+                query = query.where(tuple_(col(EvidenceRow.timestamp), col(EvidenceRow.record_id)) < tuple_(*after))
+            rows = list(
+                conn.execute(
+                    query.order_by(col(EvidenceRow.timestamp).desc(), col(EvidenceRow.record_id).desc()).limit(limit + 1)
+                )
             )
-            return [self._public(r, snip) for r in rows]
+            records = [self._public(r, snip) for r in rows[:limit]]
+            more = len(rows) > limit
+            return HistoryWindow(
+                total, records, HistoryKey(rows[limit - 1].timestamp, rows[limit - 1].record_id) if more else None
+            )
 
 
 def record_warnings(data: dict[str, Any]) -> list[str]:

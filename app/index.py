@@ -25,6 +25,7 @@ from sqlmodel import col, select
 
 from app.db import chunks, index_generation
 from app.facets import facet_rows
+from app.lifeline import exit_with
 from app.markdown import render
 from app.models import (
     AliasRow,
@@ -41,6 +42,7 @@ from app.models import (
     StateRow,
     TagRow,
 )
+from app.pagefile import read_page
 from app.pages import links_leaving
 from app.perf import rows_for as perf_rows
 from snippets.architectures import family
@@ -118,7 +120,8 @@ def _prepare_all(items: list[tuple[str, bytes, str]]) -> list[Prepared]:
     # point guards); its start-up is paid once per pool, and only for a wiki of PARALLEL_THRESHOLD files.
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["app.index"])  # imported once in the server, not once per child
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    # Each worker ends with this process even when it is killed (app/lifeline.py): no pool outlives a `kill -9`.
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=exit_with, initargs=(os.getpid(),)) as pool:
         return list(pool.map(prepare, *zip(*items, strict=True), chunksize=64))
 
 
@@ -268,6 +271,8 @@ def _fast_walk(root: Path, repo: Repository | None = None) -> tuple[dict[str, tu
         try:
             entries = list(os.scandir(folder))
         except OSError:
+            if not os.path.isdir(root):  # the wiki folder itself went away mid-reindex: fail rather than drop every page
+                raise
             continue
         for entry in entries:
             if entry.name.startswith("."):
@@ -326,7 +331,7 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
         for rel in candidates:
             path, mtime, size = on_disk[rel]
             try:
-                raw = Path(path).read_bytes()
+                raw = read_page(root, rel)  # without following links swapped in since the walk (app/pagefile.py)
             except OSError as exc:
                 report.diagnostics.append(Diagnostic(rel, 1, "error", f"cannot read file: {exc.strerror}"))
                 raw = b""

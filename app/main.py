@@ -23,12 +23,15 @@ from app.api import docs, evidence, health, pages, repository, search, snippets
 from app.errors import broken_index_line, install_error_handlers
 from app.search import SearchEngine
 from app.settings import Settings
+from app.shutdown import quiet_cancellations
 from app.store import Store
 from app.watch import IndexKeeper, IndexStatus
 from app.web import install_web
 from app.web.warm import warm_up
 
 log = logging.getLogger("kernelwiki")
+SHUTDOWN_JOIN_S = 0.25
+"""At shutdown, how long the app waits for each of its background threads (the web warm-up, the indexer)."""
 
 
 def queue_changed_snippets(settings: Settings, store: Store, snippet_ids: list[str]) -> None:
@@ -105,6 +108,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         status: IndexStatus = app.state.index_status
         keeper: IndexKeeper | None = None
+        quiet_cancellations()  # uvicorn has configured logging by now
         if app.state.store is None:
             try:
                 app.state.store = open_store(settings, read_only=settings.read_only)
@@ -124,9 +128,11 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
             yield
         finally:
             app.state.web.closing.set()
-            warmer.join(timeout=2)  # it stops between two pages; a full-text build still under way is left to finish
+            # Both are daemon threads: wait briefly, never for their work (a page warm-up, a reindex's transaction,
+            # which SQLite rolls back), so SIGTERM under load ends the process soon after the grace period.
+            warmer.join(timeout=SHUTDOWN_JOIN_S)
             if keeper is not None:
-                keeper.stop()
+                keeper.stop(timeout=SHUTDOWN_JOIN_S)
             if app.state.store is not None:
                 app.state.store.engine.dispose()
 
@@ -151,5 +157,10 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
 
 
 def worker_app() -> FastAPI:
-    """`serve --workers N`: one worker's app, from `KERNELWIKI_*` settings (read-only; the supervisor indexes)."""
+    """`serve --workers N`: one worker's app, from `KERNELWIKI_*` settings (read-only; the supervisor indexes).
+
+    The worker ends when the `serve` process does, even one killed with SIGKILL (app/lifeline.py)."""
+    from app.lifeline import exit_with_parent_from_env
+
+    exit_with_parent_from_env()
     return create_app(Settings(read_only=True))

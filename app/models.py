@@ -155,6 +155,9 @@ class EvidenceRow(SQLModel, table=True):
     """One verification record (snippet × target × step); the full record is in `data`."""
 
     __tablename__ = "evidence"
+    __table_args__ = (
+        Index("ix_evidence_history", "snippet_id", "timestamp", "record_id"),
+    )  # a snippet's history, newest first (0008)
     record_id: str = Field(primary_key=True)
     snippet_id: str = Field(index=True)
     page_id: str = Field(index=True)

@@ -130,6 +130,16 @@ class EvidencePublic(BaseModel):
     )
 
 
+class EvidenceList(BaseModel):
+    """One window of `GET /api/snippets/{id}/evidence`: records newest first, paged by key in SQL; `total` is exact."""
+
+    snippet_id: str
+    total: int
+    limit: int
+    next: str | None = Field(default=None, description="query string of the next window (`limit=…&next=TOKEN`), or null")
+    records: list[EvidencePublic]
+
+
 class SnippetPublic(BaseModel):
     id: str
     page_id: str

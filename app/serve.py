@@ -23,6 +23,10 @@ from app.errors import broken_index_line
 from app.settings import Settings
 
 Say = Callable[[str], None]
+WORKER_HEALTHCHECK_S = 30
+"""How long uvicorn's supervisor waits for a worker to answer its ping before killing it as hung. uvicorn's 5 s
+is shorter than a fresh worker's start-up on a busy 2-core host (imports before it can answer): workers were
+killed and restarted in a loop, and the port never answered."""
 
 
 def folder_problems(settings: Settings) -> tuple[list[str], str | None]:
@@ -80,6 +84,7 @@ def run_server(settings: Settings, workers: int, say: Say, warn: Say) -> int:
     """Serve until stopped; returns the exit status (1: could not start, 2: nothing to serve)."""
     import uvicorn
 
+    from app.lifeline import PARENT_ENV
     from app.main import create_app, keeper_for, open_store
     from app.watch import IndexStatus, status_file
 
@@ -135,11 +140,20 @@ def run_server(settings: Settings, workers: int, say: Say, warn: Say) -> int:
             "KERNELWIKI_DB": settings.db,
             "KERNELWIKI_EVIDENCE": str(Path(settings.evidence).resolve()),
             "KERNELWIKI_WATCH": "false",
+            PARENT_ENV: str(os.getpid()),  # each worker ends with this process, even after a kill -9 (app/lifeline.py)
         }
     )
     say(f"serving {url} with {workers} workers (this process indexes {settings.wiki}; the workers read the index read-only)")
     try:
-        uvicorn.run("app.main:worker_app", factory=True, host=settings.host, port=settings.port, workers=workers, **common)
+        uvicorn.run(
+            "app.main:worker_app",
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            workers=workers,
+            timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
+            **common,
+        )
     finally:
         keeper.stop()
         store.engine.dispose()

@@ -28,6 +28,8 @@ from app.store import Store
 log = logging.getLogger("kernelwiki")
 DEBOUNCE_MS = 150
 """Changes that arrive together (an editor's save, a git checkout) are reindexed once."""
+WIKI_CHECK_S = 0.5
+"""How often a watching service checks that the wiki folder itself is still there."""
 
 
 @dataclass
@@ -40,6 +42,7 @@ class IndexStatus:
     started_at: float = field(default_factory=time.time)
     indexed_at: float | None = None  # when the last reindex finished
     problem: str | None = None  # one line naming the file and the fix, when degraded
+    stale: str | None = None  # why the index no longer follows the wiki (its folder is gone); the last index is served
     reindexes: int = 0  # reindexes done by watching
     ready: threading.Event = field(default_factory=threading.Event)  # set once the first index is done (or failed)
     sink: Path | None = None  # where a supervising process publishes this status for its workers
@@ -68,6 +71,8 @@ class IndexStatus:
             }
         if self.problem:
             out["problem"] = self.problem
+        elif self.stale:  # the index still answers, from before the wiki folder went missing: degraded, not broken
+            out.update(status="degraded", problem=self.stale, stale=True)
         if self.indexed_at is not None:
             out["indexed_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.indexed_at))
         return out
@@ -162,8 +167,29 @@ class IndexKeeper:
         if loaded.inserted:
             log.info("evidence: %d new records from %s", loaded.inserted, self.settings.evidence)
 
+    def wiki_missing(self) -> bool:
+        """Whether the wiki folder is gone; then the index is kept as it was and health says so (degraded)."""
+        wiki = self.settings.wiki
+        if wiki.is_dir():
+            if self.status.stale:
+                log.warning("%s: the wiki folder is back; reindexing", wiki)
+                self.status.update(stale=None)
+            return False
+        line = f"{wiki.resolve()}: error: the wiki folder is missing (moved or deleted?); serving the last index until it is back"
+        if self.status.stale != line:
+            log.error("%s", line)
+            self.status.update(stale=line)
+        return True
+
     def reindex(self) -> None:
-        report = self.store.reindex(self.settings.wiki)
+        if self.wiki_missing():
+            return
+        try:
+            report = self.store.reindex(self.settings.wiki)
+        except FileNotFoundError:
+            if self.wiki_missing():  # it went away during the walk: nothing was written
+                return
+            raise
         for d in report.diagnostics:
             log.warning("%s", d)
         if self.on_changed_snippets is not None and report.changed_snippets:
@@ -193,24 +219,36 @@ class IndexKeeper:
         from watchfiles import watch
 
         wiki = self.settings.wiki
-        while not self.stop_event.is_set() and not wiki.is_dir():
-            self.stop_event.wait(0.5)  # a wiki folder that appears later is watched from then on
-        log.info("watching %s for changes", wiki)
-        for _changes in watch(
-            wiki,
-            debounce=DEBOUNCE_MS,
-            step=25,
-            stop_event=self.stop_event,
-            rust_timeout=500,
-            yield_on_timeout=False,
-            raise_interrupt=False,
-        ):
-            try:
-                self.reindex()
-                self.status.update(indexed_at=time.time(), reindexes=self.status.reindexes + 1)
-            except Exception as exc:  # noqa: BLE001 - a bad moment (a half-written file) must not end watching
-                line = broken_index_line(self.settings.db, exc)
-                if line is not None:
-                    self.status.degrade(line)
-                else:
-                    log.exception("reindex after a change failed")
+        while not self.stop_event.is_set():
+            while not self.stop_event.is_set() and not wiki.is_dir():
+                self.stop_event.wait(WIKI_CHECK_S)  # a wiki folder that appears (or comes back) is watched from then on
+            if self.stop_event.is_set():
+                return
+            if self.status.stale:  # it came back: catch up with what changed meanwhile
+                self._reindex_now()
+            log.info("watching %s for changes", wiki)
+            for changes in watch(
+                wiki,
+                debounce=DEBOUNCE_MS,
+                step=25,
+                stop_event=self.stop_event,
+                rust_timeout=int(WIKI_CHECK_S * 1000),
+                yield_on_timeout=True,  # an empty batch every WIKI_CHECK_S: time to see the folder itself go
+                raise_interrupt=False,
+            ):
+                if not wiki.is_dir():
+                    self.wiki_missing()
+                    break  # watch it again once it is back (a folder put back is another inode)
+                if changes:
+                    self._reindex_now()
+
+    def _reindex_now(self) -> None:
+        try:
+            self.reindex()
+            self.status.update(indexed_at=time.time(), reindexes=self.status.reindexes + 1)
+        except Exception as exc:  # noqa: BLE001 - a bad moment (a half-written file) must not end watching
+            line = broken_index_line(self.settings.db, exc)
+            if line is not None:
+                self.status.degrade(line)
+            else:
+                log.exception("reindex after a change failed")

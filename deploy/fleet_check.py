@@ -64,12 +64,26 @@ def snippets(client: httpx.Client, targets: list[str]) -> list[dict[str, Any]]:
     return [found[k] for k in sorted(found)]
 
 
+def recent_records(client: httpx.Client, snippet_id: str, since: datetime) -> list[dict[str, Any]]:
+    """A snippet's records from `since` on: the API answers newest first, a window at a time, so the walk
+    stops at the first window that reaches back before `since`."""
+    found: list[dict[str, Any]] = []
+    query: str | None = ""
+    while query is not None:
+        body = client.get(f"/api/snippets/{snippet_id}/evidence?{query}").raise_for_status().json()
+        found += body["records"]
+        if any(_when(r["timestamp"]) < since for r in body["records"]):
+            break
+        query = body.get("next")
+    return found
+
+
 def check(client: httpx.Client, targets: list[str], since: datetime) -> list[PairReport]:
     reports = []
     for s in snippets(client, targets):
         if s["mode"] not in NEEDS:
             continue
-        history = client.get(f"/api/snippets/{s['id']}/evidence").raise_for_status().json()
+        history = recent_records(client, s["id"], since)
         for target in sorted(set(s["targets"]) & set(targets)):
             pair = PairReport(s["id"], target, s["mode"])
             fresh = [r for r in history if r["target"] == target and not r["stale"] and _when(r["timestamp"]) >= since]

@@ -15,8 +15,10 @@ if TYPE_CHECKING:
 
 def install_agents(app: FastAPI) -> None:
     """Add /llms.txt, /llms-full.txt, /pages/{id}.md and the streamable HTTP MCP endpoint /mcp."""
+    from app.agents.cache import RenderedDocuments
     from app.agents.mcp_server import mount_http
     from app.agents.routes import router
 
+    app.state.agent_documents = RenderedDocuments()
     app.include_router(router)
     mount_http(app)

@@ -32,6 +32,7 @@ from app.agents.documents import page_document
 from app.agents.markdown import UnknownSection, page_url, snippet_line, status_legend
 from app.budget import APPROXIMATION, MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, budgeted, render_context
 from app.errors import error_body
+from app.evidence_store import HISTORY_LIMIT, HISTORY_MAX_LIMIT, HistoryKey
 from app.settings import Settings
 from app.store import Filters, Store
 
@@ -39,8 +40,6 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
 MCP_PATH = "/mcp"
-MAX_HISTORY = 50
-"""get_snippet_evidence lists at most this many records (newest first) and says how many it left out."""
 
 INSTRUCTIONS = f"""kernelwiki is a knowledge base of GPU kernel engineering facts for NVIDIA Hopper (SM90) and
 Blackwell (SM100): TMA, TMEM, wgmma, tcgen05, mbarrier, thread block clusters, PTX and SASS details,
@@ -78,11 +77,12 @@ shorter than a whole page. Anchors come from search results or from an earlier g
 Evidence statuses:
 {status_legend()}"""
 
-EVIDENCE_DOC = f"""Every verification record of one code snippet, newest first: target, step (compile, ptx,
+EVIDENCE_DOC = f"""The verification records of one code snippet, newest first: target, step (compile, ptx,
 sass, run), status, GPU, driver, toolchain, time, message and the start of the output. A snippet id is
 the page id, a colon and the block's number on the page, e.g. `hw-tma:1`; get_page's Evidence lines
 name them. Use it before relying on a snippet's exact behaviour, and when an Evidence line says fail,
-stale or skipped, to see why.
+stale or skipped, to see why. It answers {HISTORY_LIMIT} records at a time (`limit`, at most
+{HISTORY_MAX_LIMIT}); for older ones, call it again with the `next` token the answer ends with.
 
 Evidence statuses:
 {status_legend()}"""
@@ -185,35 +185,44 @@ def build_server(get_store: Callable[[], Store | None], base_url: str) -> MCPSer
     @server.tool(description=EVIDENCE_DOC, annotations=READ_ONLY)
     def get_snippet_evidence(
         snippet_id: Annotated[str, Field(description="PAGE_ID:N, e.g. hw-tma:1", min_length=3, max_length=300)],
+        limit: Annotated[
+            int, Field(description="records in this answer, newest first", ge=1, le=HISTORY_MAX_LIMIT)
+        ] = HISTORY_LIMIT,
+        next: Annotated[  # noqa: A002 - the token's name in the HTTP API too
+            str | None, Field(description="the `next` token of the previous answer, for older records", max_length=2000)
+        ] = None,
     ) -> str:
         page_id, sep, number = snippet_id.strip().rpartition(":")
         if not sep or not page_id or not number.isdigit():
             raise ToolError(f"'{snippet_id}' is not a snippet id: write the page id, a colon and the block number, e.g. hw-tma:1")
+        try:
+            after = HistoryKey.from_token(next.strip()) if next else None
+        except ValueError as exc:
+            raise ToolError(f"next: {exc}; call without it first, then pass the token each answer ends with") from None
         s = store()
-        history = s.evidence.history(snippet_id.strip())
-        if history is None:
+        window = s.evidence.history(snippet_id.strip(), limit, after)
+        if window is None:
             raise ToolError(f"no snippet '{snippet_id}': get_page('{page_id}') names the page's snippets in its Evidence lines")
         with s.engine.connect() as conn:
-            current = next(
-                (x for x in s.evidence.snippets_with_evidence(conn, page_id=page_id) if x.id == snippet_id.strip()), None
-            )
+            current = {x.id: x for x in s.evidence.snippets_with_evidence(conn, page_id=page_id)}.get(snippet_id.strip())
         lines = [f"# Evidence for snippet {snippet_id.strip()} (page {page_id})", ""]
-        if current is not None:
+        if current is not None and after is None:
             lines += [
                 f"Current status: {current.status}; targets: {', '.join(current.targets) or 'none'}.",
                 f"Latest per target: {snippet_line(current)}",
                 "",
             ]
-        if not history:
+        if not window.total:
             lines.append("No verification has been recorded for this snippet yet.")
             return "\n".join(lines)
+        shown = len(window.records)
         lines += [
-            f"{len(history)} records, newest first"
-            + (f" (the {MAX_HISTORY} newest shown)" if len(history) > MAX_HISTORY else "")
+            f"{window.total} records, newest first; "
+            + (f"{shown} shown here" + (", after the previous answer's" if after is not None else ""))
             + ":",
             "",
         ]
-        for r in history[:MAX_HISTORY]:
+        for r in window.records:
             d = r.data
             where = ", ".join(
                 str(x)
@@ -233,6 +242,11 @@ def build_server(get_store: Callable[[], Store | None], base_url: str) -> MCPSer
             output = str(d.get("output") or "").strip()
             if output and r.status not in ("pass", "unverified"):
                 lines.append("  output: " + " ⏎ ".join(output.splitlines()[:6])[:600])
+        if window.next is not None:
+            lines += [
+                "",
+                f"Older records: call get_snippet_evidence(snippet_id='{snippet_id.strip()}', next='{window.next.token()}').",
+            ]
         return "\n".join(lines)
 
     @server.tool(description=RESOLVE_DOC, annotations=READ_ONLY)

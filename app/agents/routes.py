@@ -6,28 +6,53 @@ never end in `.md`: app/pages.py refuses them), which `install_agents` does.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import PlainTextResponse, Response, StreamingResponse
+from collections.abc import Callable, Hashable
 
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import PlainTextResponse, Response
+
+from app.agents.cache import RenderedDocuments, matches
 from app.agents.documents import llms_full_txt, llms_txt, page_document
-from app.deps import StoreDep
+from app.db import index_generation
+from app.deps import ConnDep, StoreDep
+from app.evidence_status import data_version
 
 router = APIRouter(tags=["agents"])
 MARKDOWN = "text/markdown; charset=utf-8"
+TEXT = "text/plain; charset=utf-8"
 
 
 def _base(request: Request) -> str:
     return str(request.base_url).rstrip("/")
 
 
+def _cached(request: Request, key: Hashable, render: Callable[[str], str]) -> Response:
+    """A rendered document (once per version: app/agents/cache.py) with a strong ETag; 304 when the client has it.
+
+    HEAD gets the same headers, and uvicorn sends no body.
+    """
+    documents: RenderedDocuments = request.app.state.agent_documents
+    rendered = documents.get(key, render)
+    origin = _base(request)
+    etag = rendered.etag(origin)
+    headers = {"ETag": etag, "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+    if matches(request.headers.get("if-none-match"), etag):
+        return Response(status_code=304, headers=headers)
+    return Response(rendered.for_origin(origin), media_type=TEXT, headers=headers)
+
+
 @router.get("/llms.txt", response_class=PlainTextResponse, summary="llmstxt.org index of every page")
-def get_llms_txt(request: Request, store: StoreDep) -> Response:
-    return PlainTextResponse(llms_txt(store, _base(request)), media_type="text/plain; charset=utf-8")
+@router.head("/llms.txt", include_in_schema=False)
+def get_llms_txt(request: Request, store: StoreDep, conn: ConnDep) -> Response:
+    """Rendered once per index generation; `If-None-Match` with the ETag answers 304."""
+    return _cached(request, ("llms.txt", index_generation(conn)), lambda origin: llms_txt(store, origin))
 
 
 @router.get("/llms-full.txt", response_class=PlainTextResponse, summary="every page's Markdown in one file")
-def get_llms_full_txt(request: Request, store: StoreDep) -> Response:
-    return StreamingResponse(llms_full_txt(store, _base(request)), media_type="text/plain; charset=utf-8")
+@router.head("/llms-full.txt", include_in_schema=False)
+def get_llms_full_txt(request: Request, store: StoreDep, conn: ConnDep) -> Response:
+    """Rendered once per data version (index generation and evidence); `If-None-Match` with the ETag answers 304."""
+    return _cached(request, ("llms-full.txt", data_version(conn)), lambda origin: "".join(llms_full_txt(store, origin)))
 
 
 @router.get("/pages/{page_id}.md", response_class=PlainTextResponse, summary="a page as Markdown with its evidence")

@@ -9,7 +9,6 @@ matched against the index's snippets. A post is stored whole or not at all.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,7 +17,7 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from app.deps import SettingsDep, StoreDep, require_runner_token
-from app.evidence_ingest import EvidenceIn, parse_record
+from app.evidence_ingest import EvidenceIn, JSONProblem, parse_json, parse_record
 from app.schemas import ErrorAnswer
 
 router = APIRouter(prefix="/api", tags=["evidence"])
@@ -87,9 +86,9 @@ async def post_evidence(request: Request, store: StoreDep, settings: SettingsDep
         raise HTTPException(503, "the index is still being built; post again in a few seconds", headers={"Retry-After": "5"})
     body = await read_capped(request, settings.evidence_max_body_bytes)
     try:
-        raw = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise HTTPException(422, f"the body is not JSON: {exc}") from None
+        raw = parse_json(body)
+    except JSONProblem as exc:
+        raise HTTPException(422, f"the body: {exc}") from None
     if not isinstance(raw, list):
         raise HTTPException(422, "the body must be a JSON array of evidence records")
     if len(raw) > MAX_RECORDS_PER_POST:

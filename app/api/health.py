@@ -1,8 +1,9 @@
 """`GET /api/health`: where the index stands (`indexing` with progress, `ok`, or `degraded` with the fix), and its counts.
 
 200 while the service can answer (`indexing` included: it answers from the
-index as it is); 503 `degraded` when the index cannot be queried, with the
-one line that names the file and the fix.
+index as it is; `degraded` with `stale: true` too: the wiki folder is gone and
+the last index is served); 503 `degraded` when the index cannot be queried,
+with the one line that names the file and the fix.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def health(request: Request) -> JSONResponse:
     if state.settings.read_only:  # an extra worker: the supervising process indexes and publishes its status
         info = read_published(status_file(state.settings)) or info
     store = state.store
-    if info["status"] != "degraded" and store is not None:
+    if (info["status"] != "degraded" or info.get("stale")) and store is not None:
         try:
             counts = store.health()
         except Exception as exc:
@@ -41,4 +42,5 @@ def health(request: Request) -> JSONResponse:
             counts.pop("status", None)
             info = {**counts, **info}
     info["read_only"] = state.settings.read_only  # true in the extra workers of `serve --workers N`
-    return JSONResponse(info, status_code=503 if info["status"] == "degraded" else 200)
+    broken = info["status"] == "degraded" and not info.get("stale")  # stale: the last index still answers
+    return JSONResponse(info, status_code=503 if broken else 200)

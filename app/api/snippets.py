@@ -9,7 +9,8 @@ from fastapi import APIRouter, HTTPException, Query
 
 from app.deps import ConnDep, Limit, Offset, StoreDep
 from app.evidence_status import SnippetWindow, snippet_window
-from app.schemas import EvidencePublic, SnippetList
+from app.evidence_store import HISTORY_LIMIT, HISTORY_MAX_LIMIT, HistoryKey
+from app.schemas import EvidenceList, SnippetList
 
 router = APIRouter(prefix="/api", tags=["snippets"])
 
@@ -41,9 +42,23 @@ def list_snippets(
     )
 
 
-@router.get("/snippets/{snippet_id}/evidence", response_model=list[EvidencePublic])
-def snippet_evidence(store: StoreDep, conn: ConnDep, snippet_id: str) -> list[EvidencePublic]:
-    history = store.evidence.history(snippet_id, conn=conn)
-    if history is None:
+@router.get("/snippets/{snippet_id}/evidence", response_model=EvidenceList)
+def snippet_evidence(
+    store: StoreDep,
+    conn: ConnDep,
+    snippet_id: str,
+    limit: Annotated[int, Query(ge=1, le=HISTORY_MAX_LIMIT, description="records in this window")] = HISTORY_LIMIT,
+    next: Annotated[  # noqa: A002 - Datasette's name for the keyset token
+        str | None, Query(max_length=2000, description="the `next` token of the previous window")
+    ] = None,
+) -> EvidenceList:
+    """A snippet's records, newest first, one window at a time: follow `next` for the older ones."""
+    try:
+        after = HistoryKey.from_token(next) if next else None
+    except ValueError as exc:
+        raise HTTPException(422, f"next: {exc}; start without it, then pass the `next` of each answer") from None
+    window = store.evidence.history(snippet_id, limit, after, conn=conn)
+    if window is None:
         raise HTTPException(404, f"no snippet with id '{snippet_id}'")
-    return history
+    next_q = urlencode({"limit": limit, "next": window.next.token()}) if window.next is not None else None
+    return EvidenceList(snippet_id=snippet_id, total=window.total, limit=limit, next=next_q, records=window.records)

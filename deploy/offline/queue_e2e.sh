@@ -36,8 +36,12 @@ curl -s "http://127.0.0.1:8000/api/snippets?target=sm_90a&limit=200" > $L/snippe
 python3 - <<'PY' > $L/evidence.jsonl
 import json, os, urllib.request
 for s in json.load(open(os.environ["OUT"] + "/e2e/snippets.json"))["snippets"]:
-    for r in json.load(urllib.request.urlopen(f"http://127.0.0.1:8000/api/snippets/{s['id']}/evidence")):
-        print(json.dumps(r))
+    query = ""
+    while query is not None:  # newest first, a window at a time: follow `next`
+        page = json.load(urllib.request.urlopen(f"http://127.0.0.1:8000/api/snippets/{s['id']}/evidence?{query}"))
+        for r in page["records"]:
+            print(json.dumps(r))
+        query = page["next"]
 PY
 wc -l $L/evidence.jsonl
 kill -TERM $NODE; sleep 8; cp $S/logs/*.log $L/ 2>/dev/null; tar czf $OUT/e2e-logs.tgz -C $OUT e2e; rm -rf $L

@@ -115,12 +115,12 @@ def test_evidence_post_requires_the_runner_token_and_is_idempotent(live) -> None
     }
     assert live.post("/api/evidence", json=[record]).status_code == 401
     assert live.post("/api/evidence", json=[record], headers={"Authorization": "Bearer wrong"}).status_code == 401
-    assert live.get("/api/snippets/hw-tma:1/evidence").json() == []
+    assert live.get("/api/snippets/hw-tma:1/evidence").json()["records"] == []
     auth = {"Authorization": "Bearer test-runner-token"}
     assert live.post("/api/evidence", json=[record], headers=auth).json()["inserted"] == 1
     again = live.post("/api/evidence", json=[record], headers=auth).json()
     assert again["inserted"] == 0 and again["duplicates"] == 1
-    history = live.get("/api/snippets/hw-tma:1/evidence").json()
+    history = live.get("/api/snippets/hw-tma:1/evidence").json()["records"]
     assert len(history) == 1 and history[0]["stale"] is True  # made for other content
     bad = live.post("/api/evidence", json=[{"record_id": "x"}], headers=auth)
     assert bad.status_code == 422 and "missing" in json.dumps(bad.json())

@@ -97,7 +97,7 @@ def test_malformed_records_are_refused_whole_with_the_field_named(live, change: 
         headers=AUTH,
     )
     assert response.status_code == 422 and named in detail(response) and "record 1" in detail(response)
-    assert live.get("/api/snippets/hw-tma:1/evidence").json() == []  # nothing of the post was stored
+    assert live.get("/api/snippets/hw-tma:1/evidence").json()["records"] == []  # nothing of the post was stored
 
 
 def test_unknown_snippets_and_wrong_pages_are_refused_by_name(live) -> None:
@@ -117,7 +117,7 @@ def test_long_output_keeps_head_and_tail_and_long_messages_are_cut(live) -> None
     one_line = "z" * 300_000
     records = [rec(output=lines, message="m" * 10_000), rec(record_id="r2", target="sm_100a", output=one_line)]
     assert live.post("/api/evidence", json=records, headers=AUTH).json()["inserted"] == 2
-    stored = {r["target"]: r["data"] for r in live.get("/api/snippets/hw-tma:1/evidence").json()}
+    stored = {r["target"]: r["data"] for r in live.get("/api/snippets/hw-tma:1/evidence").json()["records"]}
     kept = stored["sm_90a"]["output"]
     assert len(kept.encode()) <= 64 * 1024 and kept.startswith("line 0\n") and kept.endswith("line 199999\n")
     assert "lines omitted]" in kept and stored["sm_90a"]["output_truncated"] is True
@@ -130,7 +130,7 @@ def test_records_are_ordered_by_parsed_time_and_the_receive_time_is_kept(live) -
     early_fail = rec(record_id="early", status="fail", timestamp="2026-12-01T10:00:00+02:00")
     late_pass = rec(record_id="late", status="pass", timestamp="2026-12-01T09:00:00Z")
     assert live.post("/api/evidence", json=[late_pass, early_fail], headers=AUTH).status_code == 200
-    history = live.get("/api/snippets/hw-tma:1/evidence").json()
+    history = live.get("/api/snippets/hw-tma:1/evidence").json()["records"]
     assert [r["record_id"] for r in history] == ["late", "early"]
     assert history[1]["timestamp"] == "2026-12-01T08:00:00.000000Z"
     out = io.StringIO()
@@ -169,3 +169,66 @@ def test_the_documented_error_shape_is_the_one_the_service_answers(live) -> None
     assert spec["components"]["schemas"]["ErrorAnswer"]["required"] == ["error"]
     answer = live.post("/api/evidence", json=[rec()]).json()
     assert ErrorAnswer.model_validate(answer).error.status == 401
+
+
+def test_a_snippets_history_comes_newest_first_a_window_at_a_time_following_next(live) -> None:
+    from app.evidence_store import HISTORY_LIMIT, HISTORY_MAX_LIMIT
+
+    # 45 records, three per second (equal times are ordered by record id), posted out of order.
+    records = [
+        rec(record_id=f"h{n:02d}", timestamp=f"2026-12-01T00:00:{n // 3:02d}Z", output="x" * 2000) for n in reversed(range(45))
+    ]
+    assert live.post("/api/evidence", json=records, headers=AUTH).json()["inserted"] == 45
+    first = live.get("/api/snippets/hw-tma:1/evidence").json()
+    assert first["snippet_id"] == "hw-tma:1" and first["total"] == 45 and first["limit"] == HISTORY_LIMIT
+    assert len(first["records"]) == HISTORY_LIMIT  # never the whole history unasked
+
+    seen: list[str] = []
+    query = "limit=7"
+    windows = 0
+    while query:
+        body = live.get(f"/api/snippets/hw-tma:1/evidence?{query}").json()
+        assert len(body["records"]) <= 7 and body["total"] == 45 + (1 if windows >= 2 else 0)
+        seen += [r["record_id"] for r in body["records"]]
+        windows += 1
+        if windows == 2:  # a record arriving mid-walk is newer: it neither shifts nor repeats the windows still to come
+            assert (
+                live.post(
+                    "/api/evidence", json=[rec(record_id="new", timestamp="2026-12-02T00:00:00Z")], headers=AUTH
+                ).status_code
+                == 200
+            )
+        query = body["next"]
+    assert windows == 7 and seen == [f"h{n:02d}" for n in reversed(range(45))]
+
+    too_many = live.get("/api/snippets/hw-tma:1/evidence", params={"limit": HISTORY_MAX_LIMIT + 1})
+    assert too_many.status_code == 422 and "limit" in detail(too_many)
+    for token in ("nonsense!", "WzFd", "eyJhIjogMX0", "x" * 3000):
+        bad = live.get("/api/snippets/hw-tma:1/evidence", params={"next": token})
+        assert bad.status_code == 422 and "next" in detail(bad), token
+    assert live.get("/api/snippets/hw-tma:99/evidence").status_code == 404
+
+
+def test_json_nested_too_deep_is_refused_with_422_naming_the_limit(live, tmp_path) -> None:
+    from app.evidence_ingest import MAX_NESTING
+
+    too_deep = f"arrays and objects are nested deeper than {MAX_NESTING} levels"
+    for depth in (1100, 100_000):  # past the JSON decoder's own recursion limit
+        body = b"[" * depth + b"]" * depth
+        response = live.post("/api/evidence", content=body, headers={**AUTH, "content-type": "application/json"})
+        assert response.status_code == 422 and too_deep in detail(response), depth
+    # Within the decoder's reach but past the limit: a record whose `checks` hide a deep value.
+    hidden: Any = "x"
+    for _ in range(MAX_NESTING):
+        hidden = [hidden]
+    response = live.post("/api/evidence", json=[rec(checks=[{"ptx": hidden}])], headers=AUTH)
+    assert response.status_code == 422 and too_deep in detail(response)
+    shallow = rec(record_id="shallow", checks=[{"kind": "ptx", "pattern": "x", "passed": True, "detail": ["a", {"b": 1}]}])
+    assert live.post("/api/evidence", json=[shallow], headers=AUTH).json()["inserted"] == 1
+    assert live.get("/api/health").status_code == 200  # and the service is none the worse
+
+    # The same rule for committed evidence: the line is named, the rest of the file is imported.
+    jsonl = tmp_path / "deep.jsonl"
+    jsonl.write_text(json.dumps(rec(record_id="fine")) + "\n" + "[" * 5000 + "]" * 5000 + "\n")
+    result = live.server.server.config.app.state.store.evidence.import_jsonl(jsonl)
+    assert result.inserted == 1 and result.errors == [f"{jsonl}:2: error: {too_deep}"]

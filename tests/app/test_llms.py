@@ -90,3 +90,59 @@ def test_hostile_page_ids_never_answer_5xx(agent_live) -> None:
     for query in HOSTILE:
         response = agent_live.get("/pages/" + quote(query[:300], safe="") + ".md")
         assert response.status_code in (404, 422), (query[:20], response.status_code)
+
+
+def _documents(client):  # type: ignore[no-untyped-def]
+    return client.server.server.config.app.state.agent_documents
+
+
+def test_llms_documents_are_rendered_once_per_version_with_a_strong_etag_304_and_head(agent_live) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.app.agent_fixtures import agent_records
+
+    documents = _documents(agent_live)
+    with ThreadPoolExecutor(4) as pool:  # requests that arrive together wait for one rendering
+        answers = list(pool.map(lambda _: agent_live.get("/llms-full.txt"), range(4)))
+    assert {a.status_code for a in answers} == {200} and len({a.text for a in answers}) == 1
+    assert documents.renderings == 1
+    full = answers[0]
+    etag = full.headers["etag"]
+    assert etag.startswith('"') and etag.endswith('"') and not etag.startswith("W/")  # strong
+    assert f"{agent_live.server.url}/pages/hw-tma.md" in full.text and "kernelwiki-origin" not in full.text
+
+    again = agent_live.get("/llms-full.txt", headers={"If-None-Match": f'"other", {etag}'})
+    assert again.status_code == 304 and again.content == b"" and again.headers["etag"] == etag
+    assert agent_live.get("/llms-full.txt", headers={"If-None-Match": f"W/{etag}"}).status_code == 304
+    head = agent_live.head("/llms-full.txt")
+    assert head.status_code == 200 and head.content == b"" and head.headers["etag"] == etag
+    assert int(head.headers["content-length"]) == len(full.content)
+    assert documents.renderings == 1
+
+    # Another Host: the same rendering with that origin put in (no client can make the service render again).
+    other = agent_live.get("/llms-full.txt", headers={"Host": "mirror.example:81"})
+    assert other.status_code == 200 and "http://mirror.example:81/pages/hw-tma.md" in other.text
+    assert other.headers["etag"] != etag and documents.renderings == 1
+
+    index = agent_live.get("/llms.txt")
+    index_etag = index.headers["etag"]
+    assert agent_live.get("/llms.txt", headers={"If-None-Match": index_etag}).status_code == 304
+    assert agent_live.head("/llms.txt").headers["etag"] == index_etag and documents.renderings == 2
+
+    # New evidence changes llms-full.txt (it shows evidence) but not llms.txt (it lists pages).
+    store = agent_live.server.server.config.app.state.store
+    record = {**agent_records(store)[1], "record_id": "agent-demo-rerun", "status": "fail", "message": "exit status 3"}
+    assert store.evidence.add([record], origin="test").inserted == 1
+    after_post = agent_live.get("/llms-full.txt", headers={"If-None-Match": etag})
+    assert after_post.status_code == 200 and after_post.headers["etag"] != etag
+    assert agent_live.get("/llms.txt", headers={"If-None-Match": index_etag}).status_code == 304
+
+    # A reindex that changed a page renders both again.
+    wiki = agent_live.server.server.config.app.state.settings.wiki
+    page = wiki / "nvidia" / "tma.md"
+    page.write_text(page.read_text().replace("title: Tensor Memory Accelerator (TMA)", "title: Renamed for the cache test"))
+    assert store.reindex(wiki).updated == ["hw-tma"]
+    changed = agent_live.get("/llms-full.txt", headers={"If-None-Match": after_post.headers["etag"]})
+    assert changed.status_code == 200 and "Renamed for the cache test" in changed.text
+    renamed = agent_live.get("/llms.txt", headers={"If-None-Match": index_etag})
+    assert renamed.status_code == 200 and "[Renamed for the cache test]" in renamed.text

@@ -188,6 +188,7 @@ def test_hostile_arguments_get_answers_or_tool_errors_never_a_crash(store, query
         ("get_page", {"id": "hw-tma", "sections": [query[:200]]}),
         ("get_snippet_evidence", {"snippet_id": query[:300]}),
         ("get_snippet_evidence", {"snippet_id": f"{query[:200]}:1"}),
+        ("get_snippet_evidence", {"snippet_id": "hw-tma:1", "next": query[:2000]}),
         ("resolve", {"name": query[:500]}),
     ]
 
@@ -200,3 +201,50 @@ def test_hostile_arguments_get_answers_or_tool_errors_never_a_crash(store, query
             assert not error and text.startswith("hw-tma:")
 
     run(conversation)
+
+
+def test_snippet_evidence_comes_a_window_at_a_time_with_the_token_for_older_records(store) -> None:  # type: ignore[no-untyped-def]
+    import re
+
+    from app.evidence_store import HISTORY_LIMIT
+
+    stamps = [f"2026-12-01T00:{n // 60:02d}:{n % 60:02d}Z" for n in range(HISTORY_LIMIT + 11)]
+    records = [
+        {
+            "record_id": f"m{n}",
+            "snippet_id": "hw-tma:1",
+            "page_id": "hw-tma",
+            "target": "sm_90a",
+            "step": "compile",
+            "status": "pass",
+            "content_hash": "abc",
+            "timestamp": stamp,
+        }
+        for n, stamp in enumerate(stamps)
+    ]
+    assert store.evidence.add(records, origin="test").inserted == len(stamps)
+    server = build_server(lambda: store, "http://kw")
+    shown: list[str] = []
+
+    async def conversation() -> None:
+        async with Client(server) as client:
+            error, text = await call(client, "get_snippet_evidence", snippet_id="hw-tma:1")
+            assert not error and f"{len(stamps)} records, newest first; {HISTORY_LIMIT} shown here" in text
+            arguments: dict[str, Any] = {"snippet_id": "hw-tma:1", "limit": 7}
+            while True:
+                error, text = await call(client, "get_snippet_evidence", **arguments)
+                assert not error, text
+                page = re.findall(r"^- (\S+) sm_90a compile", text, re.M)
+                assert 0 < len(page) <= 7
+                shown.extend(page)
+                more = re.search(r"next='([^']+)'\)\.$", text)
+                if more is None:
+                    break
+                arguments["next"] = more.group(1)
+            error, text = await call(client, "get_snippet_evidence", snippet_id="hw-tma:1", next="not-a-token")
+            assert error and "next: not a token this service gave out" in text
+            error, text = await call(client, "get_snippet_evidence", snippet_id="hw-tma:1", limit=1000)
+            assert error and "limit" in text
+
+    run(conversation)
+    assert [s.replace(".000000", "") for s in shown] == sorted(stamps, reverse=True)

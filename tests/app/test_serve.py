@@ -257,7 +257,7 @@ def test_a_damaged_index_is_one_line_with_the_fix_and_rebuild_keeps_posted_evide
     try:
         assert server.listening(), server.stderr()
         assert server.wait_ok()["pages"] == 4
-        history = httpx.get(server.url + "/api/snippets/hw-tma:1/evidence").json()
+        history = httpx.get(server.url + "/api/snippets/hw-tma:1/evidence").json()["records"]
         assert [r["record_id"] for r in history] == ["posted-1"]
     finally:
         server.stop()
@@ -347,7 +347,7 @@ def test_several_workers_serve_read_only_and_still_take_posted_evidence(site: Pa
                 "timestamp": "2026-12-01T00:00:00Z",
             }
             assert client.post("/api/evidence", json=[record], headers=AUTH).json()["inserted"] == 1
-            assert [r["record_id"] for r in client.get("/api/snippets/hw-tma:1/evidence").json()] == ["w-1"]
+            assert [r["record_id"] for r in client.get("/api/snippets/hw-tma:1/evidence").json()["records"]] == ["w-1"]
     finally:
         assert server.stop() < 5
 
@@ -427,3 +427,139 @@ def test_an_unauthenticated_100_mb_post_is_refused_without_reading_it(served: Se
     assert sent < 50 * 1024 * 1024, sent  # the server hung up instead of draining the upload
     assert rss_kib() - before < 20 * 1024, (before, rss_kib())
     assert served.health().status_code == 200
+
+
+def _until(seconds: float, check: Any) -> Any:
+    """`check()` once it is truthy, polled until `seconds` have passed."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"not so within {seconds}s")
+
+
+def test_a_wiki_folder_moved_away_keeps_the_last_index_and_health_says_degraded_until_it_is_back(site: Path) -> None:
+    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--watch")
+    try:
+        assert server.listening(), server.stderr()
+        pages = server.wait_ok()["pages"]
+        (site / "wiki").rename(site / "wiki.away")
+        health = _until(10, lambda: (h := server.health()).json()["status"] == "degraded" and h)
+        body = health.json()
+        assert health.status_code == 200 and body["stale"] is True  # the index still answers: not a 503
+        assert f"{site / 'wiki'}: error: the wiki folder is missing" in body["problem"] and "last index" in body["problem"]
+        assert body["pages"] == pages
+        assert httpx.get(server.url + "/pages/hw-tma").status_code == 200
+        assert httpx.get(server.url + "/api/search", params={"q": "tma"}).json()["total"] > 0
+        (site / "wiki.away").rename(site / "wiki")
+        assert _until(10, lambda: server.health().json()["status"] == "ok")
+        (site / "wiki" / "back.md").write_text(PAGE.format(id="back-page", title="Back", word="narwhal", n=1))
+        _until(10, lambda: httpx.get(server.url + "/pages/back-page").status_code == 200)  # watched again
+        assert "the wiki folder is missing" in server.stderr() and "Traceback" not in server.stderr()
+    finally:
+        server.stop()
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (children, grandchildren, …), from /proc."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            todo += [c for c in children if c not in found]
+            found.update(children)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")  # a zombie has ended; only its parent's wait is missing
+
+
+def _killed_leaves_nothing(proc: subprocess.Popen[bytes], helpers: set[int]) -> None:
+    proc.kill()  # SIGKILL: the process can do nothing about its helpers
+    proc.wait(10)
+    try:
+        _until(10, lambda: not any(_alive(p) for p in helpers))
+    finally:
+        for p in helpers:  # whatever is left is ours to stop, so the suite leaves nothing behind either
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+
+
+def test_kill_9_of_serve_with_workers_leaves_no_helper_process(site: Path) -> None:
+    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--workers", "2")
+    helpers: set[int] = set()
+    try:
+        assert server.listening(120), server.stderr()  # fresh workers import the app: slow on a busy 2-core host
+        server.wait_ok()
+        # the 2 workers and multiprocessing's resource tracker
+        helpers = _until(30, lambda: d if len(d := _descendants(server.proc.pid)) >= 3 else None)
+    finally:
+        _killed_leaves_nothing(server.proc, helpers | _descendants(server.proc.pid))
+
+
+def test_kill_9_of_index_mid_parse_leaves_no_helper_process(site: Path) -> None:
+    for n in range(3000):  # enough files for the parsing pool (app/index.py: PARALLEL_THRESHOLD)
+        (site / "wiki" / f"gen-{n:04d}.md").write_text(PAGE.format(id=f"gen-{n:04d}", title=f"Generated {n}", word=f"w{n}", n=n))
+    with (site / "index.err").open("w") as err:
+        proc = subprocess.Popen([KERNELWIKI, "index", "--db", f"sqlite:///{site / 'index.db'}"], cwd=site, stderr=err)
+    # The pool is up: the forkserver, the resource tracker and the pool's workers under it.
+    helpers: set[int] = set()
+    try:
+        helpers = _until(60, lambda: d if len(d := _descendants(proc.pid)) >= 3 else None)
+        assert proc.poll() is None, "the index finished before it could be killed"
+    finally:
+        _killed_leaves_nothing(proc, helpers | _descendants(proc.pid))
+
+
+def test_sigterm_under_load_exits_quickly_and_quietly(served: Served) -> None:
+    """Clients keep asking and uploads hang while SIGTERM arrives: the process is gone soon, with no traceback."""
+    import threading
+
+    served.wait_ok()
+    stop = threading.Event()
+    answered = [0]
+
+    def ask(n: int) -> None:
+        with httpx.Client(base_url=served.url, timeout=10) as client:
+            paths = ["/api/search?q=tensor", f"/api/search?q=word{n}", "/pages/hw-tma", "/llms-full.txt", "/api/pages"]
+            while not stop.is_set():
+                try:
+                    client.get(paths[answered[0] % len(paths)])
+                    answered[0] += 1
+                except httpx.HTTPError:
+                    return  # the server went away: done
+
+    askers = [threading.Thread(target=ask, args=(n,), daemon=True) for n in range(16)]
+    for t in askers:
+        t.start()
+    uploads = []
+    for _ in range(8):  # authorised uploads that never finish: still in flight when the grace period ends
+        sock = socket.create_connection(("127.0.0.1", served.port), timeout=10)
+        sock.sendall(
+            b"POST /api/evidence HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            + TOKEN.encode()
+            + b"\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n["
+        )
+        uploads.append(sock)
+    _until(30, lambda: answered[0] >= 50)  # under load
+    took = served.stop()
+    stop.set()
+    for sock in uploads:
+        sock.close()
+    err = served.stderr()
+    print(f"SIGTERM under load: exited in {took:.2f}s after {answered[0]} answers")
+    assert served.proc.returncode is not None and took < 4.5, took
+    assert "Traceback" not in err and "Exception in ASGI application" not in err, err[-3000:]
+    assert "cancelled" in err  # each cancelled request is one line

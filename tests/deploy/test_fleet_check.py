@@ -58,7 +58,14 @@ def _handler(request: httpx.Request) -> httpx.Response:
         nxt = f"target={target}&limit=1&offset={offset + 1}" if offset + 1 < len(chosen) else None
         return httpx.Response(200, json={"total": len(chosen), "snippets": window, "next": nxt})
     snippet_id = request.url.path.split("/")[3]
-    return httpx.Response(200, json=HISTORY[snippet_id])
+    history = sorted(HISTORY[snippet_id], key=lambda r: r["timestamp"], reverse=True)  # newest first, as the API
+    start = int(request.url.params.get("next", 0))
+    asked.append((snippet_id, start))
+    nxt = f"limit=1&next={start + 1}" if start + 1 < len(history) else None  # one per window: the walk must follow `next`
+    return httpx.Response(200, json={"total": len(history), "limit": 1, "next": nxt, "records": history[start : start + 1]})
+
+
+asked: list[tuple[str, int]] = []
 
 
 def _check(targets: list[str]) -> dict[tuple[str, str], Any]:
@@ -93,3 +100,14 @@ def test_stale_records_never_count() -> None:
 
 def test_only_the_asked_targets_are_checked() -> None:
     assert set(_check(["sm_100a"])) == {("hw-tma:1", "sm_100a")}
+
+
+def test_the_walk_over_a_history_stops_at_the_first_record_older_than_the_fan_out() -> None:
+    HISTORY["hw-tma:1"].append(_record("hw-tma:1", "sm_90a", "run", "fail", "2026-12-01T10:00:00Z"))  # far back
+    asked.clear()
+    try:
+        _check(["sm_90a"])
+    finally:
+        HISTORY["hw-tma:1"].pop()
+    # newest first: 16:00:06, 16:00:05, then 15:00 (before --since) ends the walk; 2026-12-01 is never asked for
+    assert [start for sid, start in asked if sid == "hw-tma:1"] == [0, 1, 2]

@@ -29,12 +29,22 @@ def test_history_of_a_snippet_the_index_does_not_have_is_none() -> None:
     assert str(seen[0].url) == "http://service.test/kw/api/snippets/hw-tma%3A1/evidence"
 
 
-def test_history_is_the_answers_records_read_without_the_token() -> None:
+def test_history_is_every_windows_records_read_without_the_token() -> None:
     seen: list[httpx.Request] = []
-    records = [{"record_id": "r1", "target": "sm_90a", "status": "pass", "stale": False, "data": {}}]
-    client = client_answering(lambda r: httpx.Response(200, json=records), seen)
+    records = [{"record_id": f"r{n}", "target": "sm_90a", "status": "pass", "stale": False, "data": {}} for n in range(3)]
+
+    def windows(request: httpx.Request) -> httpx.Response:
+        if not request.url.params.get("next"):
+            return httpx.Response(200, json={"total": 3, "limit": 2, "next": "limit=2&next=TOKEN", "records": records[:2]})
+        return httpx.Response(200, json={"total": 3, "limit": 2, "next": None, "records": records[2:]})
+
+    client = client_answering(windows, seen)
     assert client.history("hw-tma:1") == records
-    assert seen[0].method == "GET" and "authorization" not in seen[0].headers
+    assert [str(r.url) for r in seen] == [
+        "http://service.test/kw/api/snippets/hw-tma%3A1/evidence",
+        "http://service.test/kw/api/snippets/hw-tma%3A1/evidence?limit=2&next=TOKEN",
+    ]
+    assert all(r.method == "GET" and "authorization" not in r.headers for r in seen)
 
 
 @pytest.mark.parametrize("status", [401, 422, 500, 503])
@@ -85,7 +95,7 @@ def test_a_422_is_a_refusal_that_retrying_cannot_change() -> None:
 def test_a_job_whose_evidence_is_refused_ends_without_a_retry() -> None:
     def answer(request: httpx.Request) -> httpx.Response:
         if request.method == "GET":
-            return httpx.Response(200, json=[])
+            return httpx.Response(200, json={"total": 0, "limit": 20, "next": None, "records": []})
         return httpx.Response(422, text="unknown snippet 'gone:1'")
 
     record = {
