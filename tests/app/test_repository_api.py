@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,27 @@ def test_mcp_search_filters_by_facets_and_names_a_bad_value(settings) -> None:  
         store.engine.dispose()
     assert "page `pr-demo-lib-7`" in hit and "kernel-tiled-reduction" not in hit
     assert miss_error and "kernel_type: there is no value 'sorting'" in miss
+
+
+def test_serve_watch_notices_a_change_to_the_data_files(tmp_path: Path) -> None:
+    import httpx
+
+    from tests.app.test_serve import Served
+
+    root = Path(shutil.copytree(REPO, tmp_path / "repo"))
+    server = Served(tmp_path, "--wiki", str(root), "--db", f"sqlite:///{tmp_path / 'index.db'}", "--watch")
+    try:
+        assert server.listening(), server.stderr()
+        server.wait_ok()
+        assert httpx.get(server.url + "/api/resolve", params={"name": "async tile mover"}).status_code == 404
+        aliases_file = root / "data" / "aliases.yaml"
+        aliases_file.write_text(aliases_file.read_text() + 'tma-extra:\n  - "async tile mover"\n  - TMA\n')
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            found = httpx.get(server.url + "/api/resolve", params={"name": "async tile mover"})
+            if found.status_code == 200:
+                break
+            time.sleep(0.05)
+        assert found.status_code == 200 and found.json()["id"] == "hw-bulk-copy", found.text
+    finally:
+        server.stop()
