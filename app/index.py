@@ -41,7 +41,7 @@ from app.models import (
     StateRow,
     TagRow,
 )
-from app.pages import links_leaving
+from app.pages import links_leaving, schema_problems
 from app.perf import rows_for as perf_rows
 from snippets.architectures import family
 from snippets.diagnostic import Diagnostic
@@ -402,6 +402,8 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
             else:
                 if repo is not None and repo.aliases:
                     page.aliases = page.aliases + repo.aliases_for(page.id, page.aliases)  # data/aliases.yaml merged
+                if repo is not None:  # stored with the file's diagnostics: the page and the API show them
+                    prep.diagnostics.extend(schema_problems(repo, page))
                 pages.append(page)
                 accepted.append(prep)
             report.diagnostics.extend(prep.diagnostics)

@@ -415,6 +415,14 @@ class Store:
                     backlinks.append(link(b.source_id, True))
             snippets = self.evidence.snippets_with_evidence(conn, page_id=page_id)
             performance_claims = claims_of_page(conn, page_id)  # app/perf.py
+            problems = [
+                {"line": d.line, "severity": d.severity, "message": d.message}
+                for d in conn.execute(
+                    select(col(DiagnosticRow.line), col(DiagnosticRow.severity), col(DiagnosticRow.message))
+                    .where(col(DiagnosticRow.path) == page.path)
+                    .order_by(col(DiagnosticRow.line), col(DiagnosticRow.id))
+                )
+            ]
         summary: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for snip in snippets:
             if snip.mode in NEVER_BUILT_MODES:
@@ -437,6 +445,7 @@ class Store:
             evidence_summary={t: dict(c) for t, c in summary.items()},
             evidence_text=page_evidence_text(snippets),
             performance_claims=performance_claims,
+            problems=problems,
             claim_problems=[
                 f"{key}: {why}"
                 for key, why in claim_problems(meta.get("confidence"), meta.get("evidence_level"), facts_from_public(snippets))

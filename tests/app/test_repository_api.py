@@ -178,3 +178,16 @@ def test_serve_watch_notices_a_change_to_the_data_files(tmp_path: Path) -> None:
         assert found.status_code == 200 and found.json()["id"] == "hw-bulk-copy", found.text
     finally:
         server.stop()
+
+
+def test_schema_findings_are_stored_with_the_index_and_shown_on_the_page_and_in_the_api(live) -> None:  # noqa: ANN001
+    page = live.get("/api/pages/kernel-copy").json()
+    errors = [d["message"] for d in page["problems"] if d["severity"] == "error"]
+    assert "missing required field 'performance_claims' for type 'wiki-kernel' (data/schemas.yaml)" in errors
+    assert "tag 'not-a-known-tag' is not in data/tags.yaml" in errors
+    assert all(isinstance(d["line"], int) and d["line"] >= 1 for d in page["problems"])
+    pr9 = live.get("/api/pages/pr-Demo-Lib-9").json()
+    assert any(d["message"].startswith("'merge_sha' is required when status == merged") for d in pr9["problems"])
+    html = live.get("/pages/kernel-copy").text
+    assert "Schema and lint findings" in html and "missing required field &#39;performance_claims&#39;" in html
+    assert live.get("/api/pages/kernel-tiled-reduction").json()["problems"] == []
