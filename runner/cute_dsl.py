@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -178,14 +179,16 @@ SANDBOX_TIMEOUT_S = 300
 """Wall-clock limit of one sandboxed run of a block (importing the DSL and compiling take 7-10 s on 2 cores)."""
 
 _HARNESS = r"""
-import runpy, sys, traceback
+import runpy, sys
 def last(exc):
-    line = traceback.format_exception_only(type(exc), exc)[-1].strip()
-    print("kw-cute: " + line[:400], file=sys.stderr, flush=True)
+    text = " ".join(str(exc).split())
+    print("kw-cute: " + (type(exc).__name__ + ": " + text)[:400], file=sys.stderr, flush=True)
 try:
     ns = runpy.run_path("block.py", run_name="kw_block")
 except BaseException as exc:
-    last(exc); sys.exit(%(ran_failed)d)
+    last(exc)
+    excerpt = isinstance(exc, NameError) or "CALL_OUTSIDE_JIT" in str(exc)
+    sys.exit(%(excerpt)d if excerpt else %(ran_failed)d)
 entry = ns.get("%(entry)s")
 if not callable(entry):
     sys.exit(%(ran)d)
@@ -195,8 +198,10 @@ except BaseException as exc:
     last(exc); sys.exit(%(compile_failed)d)
 sys.exit(%(compiled)d)
 """
-RAN, COMPILED, RAN_FAILED, COMPILE_FAILED = 0, 3, 4, 5
-"""The harness's exit statuses: construction ran (no entry), compiled, construction failed, compile failed."""
+RAN, COMPILED, RAN_FAILED, COMPILE_FAILED, EXCERPT = 0, 3, 4, 5, 6
+"""The harness's exit statuses: construction ran (no entry), compiled, construction failed, compile failed, and an
+excerpt: the block uses a name it never defines (NameError) or calls what the DSL allows only while a @cute.jit
+function compiles (CALL_OUTSIDE_JIT), so it is part of a larger program, like a C++ fragment."""
 
 
 def dsl_arch(target: str) -> str:
@@ -205,9 +210,14 @@ def dsl_arch(target: str) -> str:
     return f"sm_{rest}a" if rest.isdigit() else f"sm_{rest}"
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+"""Terminal colour codes the DSL puts in its error messages."""
+
+
 def _error_line(output: str) -> str:
+    """The harness's line about the exception (colour codes removed), else the output's last line."""
     lines = [ln[len("kw-cute: ") :] for ln in output.splitlines() if ln.startswith("kw-cute: ")]
-    return lines[-1] if lines else (output.strip().splitlines() or [""])[-1][:300]
+    return _ANSI.sub("", lines[-1] if lines else (output.strip().splitlines() or [""])[-1][:300])
 
 
 def sandbox_check(source: str, python: str, target: str, isolation: str | None) -> tuple[str, str]:
@@ -224,6 +234,7 @@ def sandbox_check(source: str, python: str, target: str, isolation: str | None) 
             "compiled": COMPILED,
             "ran_failed": RAN_FAILED,
             "compile_failed": COMPILE_FAILED,
+            "excerpt": EXCERPT,
         }
         Path(workdir, "harness.py").write_text(harness)
         res = run_process(
@@ -246,6 +257,8 @@ def sandbox_check(source: str, python: str, target: str, isolation: str | None) 
         return "syntax-ok", f"construction code ran {where}; no {ENTRY}() entry point, so nothing was compiled (not run)"
     if res.exit_code == COMPILE_FAILED:
         return "fail", f"{ENTRY}() failed {where}: {_error_line(res.output)}"
+    if res.exit_code == EXCERPT:
+        return "unverified", f"fragment: not a complete program ({_error_line(res.output)}; {where})"
     if res.exit_code == RAN_FAILED:
         return "fail", f"construction code failed {where}: {_error_line(res.output)}"
     return "fail", f"the block stopped {where} with exit status {res.exit_code}: {_error_line(res.output)}"

@@ -127,3 +127,15 @@ def test_construction_code_the_arch_refuses_fails_naming_the_error() -> None:
     status, detail = sandbox_check(REAL, sys.executable, "sm90a", None)
     assert status == "fail" and detail.startswith("construction code failed in the sandbox with CUTE_DSL_ARCH=sm_90a: ")
     assert sandbox_check(REAL, sys.executable, "sm100a", None)[0] == "syntax-ok"
+
+
+@needs_dsl
+def test_an_excerpt_of_a_larger_dsl_program_is_an_unverified_fragment_not_a_failure() -> None:
+    from runner.cute_dsl import sandbox_check
+
+    undefined = "import cutlass\nlayout = cute.make_layout((4, 8))\n"  # `cute` comes from a part of the program not shown
+    status, detail = sandbox_check(undefined, sys.executable, "sm90a", None)
+    assert status == "unverified" and detail.startswith("fragment: not a complete program (NameError: name 'cute'")
+    outside_jit = REAL + "tiled_mma = cute.make_tiled_mma(op)\n"  # only allowed while a @cute.jit function compiles
+    status, detail = sandbox_check(outside_jit, sys.executable, "sm100a", None)
+    assert status == "unverified" and "CALL_OUTSIDE_JIT" in detail and "\x1b" not in detail, detail
