@@ -105,9 +105,25 @@ async def get_filters(  # async: without filters no I/O at all, with them one in
     tag: Annotated[str | None, Query(**_FILTER)] = None,
     language: Annotated[str | None, Query(**_FILTER)] = None,
     confidence: Annotated[str | None, Query(**_FILTER)] = None,
+    technique: Annotated[
+        str | None, Query(description="a value of the pages' `techniques` (case-insensitive)", **_FILTER)
+    ] = None,
+    hardware_feature: Annotated[
+        str | None, Query(description="a value of the pages' `hardware_features` (case-insensitive)", **_FILTER)
+    ] = None,
+    kernel_type: Annotated[
+        str | None, Query(description="a value of the pages' `kernel_types` (case-insensitive)", **_FILTER)
+    ] = None,
 ) -> Filters:
     filters = Filters(
-        type=type or None, arch=arch or None, tag=tag or None, language=language or None, confidence=confidence or None
+        type=type or None,
+        arch=arch or None,
+        tag=tag or None,
+        language=language or None,
+        confidence=confidence or None,
+        technique=technique or None,
+        hardware_feature=hardware_feature or None,
+        kernel_type=kernel_type or None,
     )
     check_filters(store, filters, conn)
     return filters

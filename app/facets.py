@@ -14,6 +14,9 @@ from snippets.page import Page
 FACET_FIELDS = ("techniques", "hardware_features", "kernel_types", "symptoms", "candidate_techniques")
 """List fields stored as facets (values as written)."""
 
+FILTER_FACETS = {"technique": "techniques", "hardware_feature": "hardware_features", "kernel_type": "kernel_types"}
+"""Filter parameter (of search and the page listing) → the facet field it selects by (values case-insensitive)."""
+
 REPO_FACET = "repo"
 """A PR source page's `repo` (scalar), stored as a facet for the by-repo view."""
 

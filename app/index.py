@@ -43,7 +43,7 @@ from app.models import (
     TagRow,
 )
 from app.pagefile import read_page
-from app.pages import links_leaving
+from app.pages import links_leaving, schema_problems
 from app.perf import rows_for as perf_rows
 from snippets.architectures import family
 from snippets.diagnostic import Diagnostic
@@ -303,11 +303,41 @@ def bump_generation(conn: Connection) -> None:
         conn.execute(update(StateRow).where(col(StateRow.key) == "generation").values(value=current + 1))
 
 
+DATA_FILES = ("data/schemas.yaml", "data/tags.yaml", "data/aliases.yaml")
+"""A repository's data files: a change to any of them reparses every page (aliases, schema findings, vocabulary)."""
+DATA_STATE_KEY = "data_files"
+
+
+def data_files_digest(root: Path) -> int:
+    """A number for the contents of the root's data files (a missing file counts as such): 28 bits of a SHA-256 (index_state holds 32-bit integers)."""
+    digest = hashlib.sha256()
+    for name in DATA_FILES:
+        try:
+            raw = (root / name).read_bytes()
+        except OSError:
+            raw = None
+        digest.update(name.encode() + b"\0" + (b"-" if raw is None else b"+" + hashlib.sha256(raw).digest()))
+    return int(digest.hexdigest()[:7], 16)
+
+
+def _data_files_changed(conn: Connection, digest: int) -> bool:
+    """Whether the data files differ from those of the last reindex (recording the new digest)."""
+    stored = conn.execute(select(col(StateRow.value)).where(col(StateRow.key) == DATA_STATE_KEY)).scalar()
+    if stored == digest:
+        return False
+    if stored is None:
+        conn.execute(insert(StateRow).values(key=DATA_STATE_KEY, value=digest))
+    else:
+        conn.execute(update(StateRow).where(col(StateRow.key) == DATA_STATE_KEY).values(value=digest))
+    return True
+
+
 def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
     """Bring the index in line with the wiki folder in one transaction (app.search follows it by generation)."""
     started = time.perf_counter()
     report = IndexReport()
     root = Path(root).resolve()
+    data_digest = data_files_digest(root) if root.is_dir() else None  # before the files are read: a later change reindexes again
     repo = open_repository(root) if root.is_dir() else None
     on_disk, skipped = _fast_walk(root, repo) if root.is_dir() else ({}, [])
 
@@ -316,6 +346,8 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
             # A big transaction: keep its pages in memory (64 MiB) rather than spilling to the journal early.
             conn.exec_driver_sql("PRAGMA cache_size = -65536")
             conn.exec_driver_sql("PRAGMA temp_store = MEMORY")
+        if data_digest is not None and _data_files_changed(conn, data_digest):
+            force = True  # every page again: the aliases merged from data/aliases.yaml, the schema and vocabulary
         known = {
             r[0]: _Known(*r[1:]) for r in conn.exec_driver_sql("SELECT path, mtime_ns, size, content_hash, page_id FROM file")
         }
@@ -375,6 +407,8 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
             else:
                 if repo is not None and repo.aliases:
                     page.aliases = page.aliases + repo.aliases_for(page.id, page.aliases)  # data/aliases.yaml merged
+                if repo is not None:  # stored with the file's diagnostics: the page and the API show them
+                    prep.diagnostics.extend(schema_problems(repo, page))
                 pages.append(page)
                 accepted.append(prep)
             report.diagnostics.extend(prep.diagnostics)

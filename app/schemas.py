@@ -203,3 +203,8 @@ class PagePublic(BaseModel):
         default_factory=list,
         description="the page's performance_claims, one object per claim (gpu, dtype, shape, metric, value, … ; app/perf.py)",
     )
+    problems: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="what indexing found in the page's file, as {line, severity, message}: its schema and vocabulary "
+        "findings (data/schemas.yaml, data/tags.yaml or the built-in schema) and parse warnings; the page is served as it is",
+    )

@@ -46,6 +46,7 @@ from sqlalchemy.engine import Connection
 from sqlmodel import col
 
 from app.db import chunks, index_generation
+from app.facets import FILTER_FACETS
 from app.models import PageRow, SectionRow
 from app.schemas import SearchPublic, SearchResult, SectionRef
 from app.text import (
@@ -67,7 +68,8 @@ SECTION_FIELDS = {"heading": 3.0, "text": 1.0}
 SECTION_SOURCE = {"heading": "headings", "text": "body"}
 """The page field whose term dictionary a section field's expansions come from."""
 ALL = "*"
-FILTER_FIELDS = ("type", "arch", "tag", "language", "confidence")
+FILTER_FIELDS = ("type", "arch", "tag", "language", "confidence", *FILTER_FACETS)
+"""Fields a search filters by (raw terms, lowercase but type and confidence); the facets' come from app.facets."""
 PREFIX_MIN = 3
 """Words at least this long also match the indexed words they begin (`synchroniz` → synchronization)."""
 PREFIX_EXPANSIONS = 8
@@ -398,6 +400,12 @@ class SearchEngine:
             doc.add_text("language", lang)
         if row.confidence:
             doc.add_text("confidence", row.confidence)
+        for name, field in FILTER_FACETS.items():
+            values = meta.get(field)
+            for value in dict.fromkeys(
+                str(v).lower() for v in (values if isinstance(values, list) else [values]) if isinstance(v, (str, int, float))
+            ):
+                doc.add_text(name, value)
         for alias in dict.fromkeys(a.strip().lower() for a in aliases):
             doc.add_text("alias_exact", alias)
         doc.add_text("title_exact", row.title.strip().lower())

@@ -25,6 +25,7 @@ from app.claims import claim_problems, facts_from_public
 from app.db import chunks, create_schema, index_generation, make_engine
 from app.evidence_status import StatusIndex, build_status_index, data_version
 from app.evidence_store import EvidenceStore, page_evidence_text
+from app.facets import FILTER_FACETS
 from app.index import IndexReport, reindex
 from app.models import (
     AliasRow,
@@ -59,6 +60,9 @@ class Filters:
     tag: str | None = None
     language: str | None = None
     confidence: str | None = None
+    technique: str | None = None  # the facets of app.facets.FILTER_FACETS, case-insensitive
+    hardware_feature: str | None = None
+    kernel_type: str | None = None
 
     def as_params(self) -> dict[str, str]:
         return {k: v for k, v in self.__dict__.items() if v}
@@ -162,14 +166,23 @@ class Store:
         if filters.language:
             parts.append(f"{column} IN (SELECT page_id FROM language WHERE lower(language) = lower(:f_lang) OR language = '*')")
             params["f_lang"] = filters.language
+        for name, field in FILTER_FACETS.items():
+            value = getattr(filters, name)
+            if value:
+                parts.append(
+                    f"{column} IN (SELECT page_id FROM facet WHERE facet = :f_{name}_field AND lower(value) = lower(:f_{name}))"
+                )
+                params[f"f_{name}_field"] = field
+                params[f"f_{name}"] = value
         return "".join(" AND " + p for p in parts), params
 
     def filter_problems(self, filters: Filters, conn: Connection | None = None) -> list[FilterProblem]:
-        """Filter values no page can have (type, arch, confidence), each with the values allowed."""
+        """Filter values no page can have (type, arch, confidence, the facets), each with the values allowed."""
         from snippets.architectures import KNOWN_ARCHITECTURES, normalize_architecture
         from snippets.page import KNOWN_TYPES
 
-        if not (filters.type or filters.arch or filters.confidence):
+        facets = {name: getattr(filters, name) for name in FILTER_FACETS if getattr(filters, name)}
+        if not (filters.type or filters.arch or filters.confidence or facets):
             return []
         with self.connection(conn) as conn:
             self.search_engine.sync(conn)
@@ -181,6 +194,9 @@ class Store:
             problems.append(FilterProblem("arch", filters.arch, list(KNOWN_ARCHITECTURES)))
         if filters.confidence and filters.confidence not in values["confidence"]:
             problems.append(FilterProblem("confidence", filters.confidence, values["confidence"]))
+        for name, value in facets.items():  # values as the index holds them: lowercase
+            if value.lower() not in values[name]:
+                problems.append(FilterProblem(name, value, values[name]))
         return problems
 
     # -- search ----------------------------------------------------------------
@@ -222,7 +238,7 @@ class Store:
         if sync and self.search_engine.due():
             with self.connection(conn) as conn:
                 self.search_engine.sync(conn)
-        terms = {k: v.lower() if k in ("tag", "language") else v for k, v in filters.as_params().items()}
+        terms = {k: v.lower() if k in ("tag", "language", *FILTER_FACETS) else v for k, v in filters.as_params().items()}
         if filters.arch:
             terms["arch"] = _normalize_arch(filters.arch)
         return self.search_engine.search(query[:max_chars], terms, filters.as_params(), limit=limit, offset=offset, facets=facets)
@@ -399,6 +415,14 @@ class Store:
                     backlinks.append(link(b.source_id, True))
             snippets = self.evidence.snippets_with_evidence(conn, page_id=page_id)
             performance_claims = claims_of_page(conn, page_id)  # app/perf.py
+            problems = [
+                {"line": d.line, "severity": d.severity, "message": d.message}
+                for d in conn.execute(
+                    select(col(DiagnosticRow.line), col(DiagnosticRow.severity), col(DiagnosticRow.message))
+                    .where(col(DiagnosticRow.path) == page.path)
+                    .order_by(col(DiagnosticRow.line), col(DiagnosticRow.id))
+                )
+            ]
         summary: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for snip in snippets:
             if snip.mode in NEVER_BUILT_MODES:
@@ -421,6 +445,7 @@ class Store:
             evidence_summary={t: dict(c) for t, c in summary.items()},
             evidence_text=page_evidence_text(snippets),
             performance_claims=performance_claims,
+            problems=problems,
             claim_problems=[
                 f"{key}: {why}"
                 for key, why in claim_problems(meta.get("confidence"), meta.get("evidence_level"), facts_from_public(snippets))

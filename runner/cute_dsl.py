@@ -11,20 +11,30 @@ from the DSL and every attribute chain it reads from those modules (`tcgen05.Cta
   nvidia-cutlass-dsl VERSION (names exist; the code was not run);
 * a name does not resolve: `fail`, naming it ("nvidia-cutlass-dsl 4.8.1 has no module 'cute'").
 
-The page's code is never executed here: it is parsed with `ast` in this process, and only the
-DSL's own modules are imported, in a child process (`python -I`, a timeout, its own folder)
-that reads the names to look up as JSON. Running construction code or `@cute.jit` compiles
-(which work without a GPU, see docs/kernelwiki-format.md) would execute page code and needs
-the runner's sandbox with the DSL inside it: not done here.
+The name lookup never executes page code: the block is parsed with `ast` in this process, and
+only the DSL's own modules are imported, in a child process (`python -I`, a timeout, its own
+folder) that reads the names to look up as JSON.
+
+When the names resolve, `sandbox_check` goes further, inside the runner's sandbox (the same
+`run_process` as every compile: bubblewrap, seccomp, no network, COMPILE_LIMITS), once per
+target with `CUTE_DSL_ARCH` set to it (`sm_90a`, `sm_100a`): the block runs as a module
+(`__name__` is not `"__main__"`, so a `if __name__ == "__main__":` launch is not run), which
+executes its construction code; then, when the block defines the compile entry point
+`kw_compile()` (a function without arguments, the convention docs/kernelwiki-format.md
+describes), it is called: it calls `cute.compile(...)` on its `@cute.jit` function with
+`cutlass.cute.runtime.make_fake_tensor` arguments. No GPU is needed for either. The verdict
+is the harness's exit status (like a program's), never parsed from the block's output.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 DSL_ROOTS = ("cutlass", "cute")
 """Top-level module names of DSL code (`cute` alone is the pseudo-DSL: the release has `cutlass.cute`)."""
@@ -160,3 +170,95 @@ def judge(source: str, python: str) -> tuple[str, str] | None:
             f" (and {len(found.missing) - 1} more missing name(s))" if len(found.missing) > 1 else ""
         )
     return "syntax-ok", f"syntax ok; its {found.names} CuTe-DSL names resolve in nvidia-cutlass-dsl {found.version} (not run)"
+
+
+ENTRY = "kw_compile"
+"""The block's compile entry point: a module-level function without arguments that calls `cute.compile(...)`."""
+
+SANDBOX_TIMEOUT_S = 300
+"""Wall-clock limit of one sandboxed run of a block (importing the DSL and compiling take 7-10 s on 2 cores)."""
+
+_HARNESS = r"""
+import runpy, sys
+def last(exc):
+    text = " ".join(str(exc).split())
+    print("kw-cute: " + (type(exc).__name__ + ": " + text)[:400], file=sys.stderr, flush=True)
+try:
+    ns = runpy.run_path("block.py", run_name="kw_block")
+except BaseException as exc:
+    last(exc)
+    excerpt = isinstance(exc, NameError) or "CALL_OUTSIDE_JIT" in str(exc)
+    sys.exit(%(excerpt)d if excerpt else %(ran_failed)d)
+entry = ns.get("%(entry)s")
+if not callable(entry):
+    sys.exit(%(ran)d)
+try:
+    entry()
+except BaseException as exc:
+    last(exc); sys.exit(%(compile_failed)d)
+sys.exit(%(compiled)d)
+"""
+RAN, COMPILED, RAN_FAILED, COMPILE_FAILED, EXCERPT = 0, 3, 4, 5, 6
+"""The harness's exit statuses: construction ran (no entry), compiled, construction failed, compile failed, and an
+excerpt: the block uses a name it never defines (NameError) or calls what the DSL allows only while a @cute.jit
+function compiles (CALL_OUTSIDE_JIT), so it is part of a larger program, like a C++ fragment."""
+
+
+def dsl_arch(target: str) -> str:
+    """A build target as CUTE_DSL_ARCH spells it: sm90a / sm_90a → sm_90a, sm100 → sm_100a."""
+    rest = target.lower().removeprefix("sm").lstrip("_")
+    return f"sm_{rest}a" if rest.isdigit() else f"sm_{rest}"
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+"""Terminal colour codes the DSL puts in its error messages."""
+
+
+def _error_line(output: str) -> str:
+    """The harness's line about the exception (colour codes removed), else the output's last line."""
+    lines = [ln[len("kw-cute: ") :] for ln in output.splitlines() if ln.startswith("kw-cute: ")]
+    return _ANSI.sub("", lines[-1] if lines else (output.strip().splitlines() or [""])[-1][:300])
+
+
+def sandbox_check(source: str, python: str, target: str, isolation: str | None) -> tuple[str, str]:
+    """(status, detail) of running a DSL block's construction code and its `kw_compile()` for `target`, in the sandbox."""
+    from runner.sandbox import new_workdir, remove_workdir, run_process
+
+    arch = dsl_arch(target)
+    workdir = new_workdir("kw-cute-")
+    try:
+        Path(workdir, "block.py").write_text(source)
+        harness = _HARNESS % {
+            "entry": ENTRY,
+            "ran": RAN,
+            "compiled": COMPILED,
+            "ran_failed": RAN_FAILED,
+            "compile_failed": COMPILE_FAILED,
+            "excerpt": EXCERPT,
+        }
+        Path(workdir, "harness.py").write_text(harness)
+        res = run_process(
+            [python, "-I", "harness.py"],
+            workdir,
+            SANDBOX_TIMEOUT_S,
+            isolation=isolation,
+            extra_env={"CUTE_DSL_ARCH": arch},
+        )
+    finally:
+        remove_workdir(workdir)
+    where = f"in the sandbox with CUTE_DSL_ARCH={arch}"
+    if res.error:
+        return "error", f"could not run the block {where}: {res.error}"
+    if res.timed_out:
+        return "timeout", f"the block did not finish {where} within {SANDBOX_TIMEOUT_S} s"
+    if res.exit_code == COMPILED:
+        return "pass", f"construction code ran and {ENTRY}() compiled {where} (no GPU: not run)"
+    if res.exit_code == RAN:
+        return "syntax-ok", f"construction code ran {where}; no {ENTRY}() entry point, so nothing was compiled (not run)"
+    if res.exit_code == COMPILE_FAILED:
+        return "fail", f"{ENTRY}() failed {where}: {_error_line(res.output)}"
+    if res.exit_code == EXCERPT:
+        return "unverified", f"fragment: not a complete program ({_error_line(res.output)}; {where})"
+    if res.exit_code == RAN_FAILED:
+        return "fail", f"construction code failed {where}: {_error_line(res.output)}"
+    return "fail", f"the block stopped {where} with exit status {res.exit_code}: {_error_line(res.output)}"

@@ -22,7 +22,7 @@ from typing import Any
 from runner.batch import TargetBatch, batchable
 from runner.cache import DEFAULT_CACHE_DIR, ResultCache, cache_key
 from runner.compile import build_snippet, sass_step
-from runner.cute_dsl import judge as judge_dsl
+from runner.cute_dsl import judge as judge_dsl, sandbox_check as cute_sandbox_check
 from runner.evidence import EvidenceRecord, write_jsonl
 from runner.execute import run_step
 from runner.gpus import Gpu, discover_gpus_cached, pick_gpu
@@ -242,6 +242,8 @@ def _work(snippet: Snippet, target: str, ctx: _Context) -> list[StepOutcome]:
     outcomes = [replace(o, status=honest_python(snippet.lang, snippet.mode, o.step, o.status)) for o in outcomes]
     if any(o.step == "compile" and o.status == SYNTAX_OK for o in outcomes):
         verdict = judge_dsl(snippet.full_source, ctx.toolchain.python)  # CuTe-DSL names against the installed DSL
+        if verdict is not None and verdict[0] == SYNTAX_OK:  # names resolve: construction and kw_compile() in the sandbox
+            verdict = cute_sandbox_check(snippet.full_source, ctx.toolchain.python, target, ctx.isolation)
         if verdict is not None:
             outcomes = [replace(o, status=verdict[0], detail=verdict[1]) if o.step == "compile" else o for o in outcomes]
     return outcomes

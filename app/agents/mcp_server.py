@@ -121,6 +121,16 @@ def build_server(get_store: Callable[[], Store | None], base_url: str) -> MCPSer
         query: Annotated[str, Field(description="words, identifiers or a question", min_length=1, max_length=2000)],
         arch: Annotated[str | None, Field(description="GPU family: sm90 (Hopper) or sm100 (Blackwell)", max_length=100)] = None,
         type: Annotated[str | None, Field(description="page type, e.g. hardware or technique", max_length=100)] = None,
+        technique: Annotated[str | None, Field(description="pages listing this value in `techniques`", max_length=100)] = None,
+        hardware_feature: Annotated[
+            str | None, Field(description="pages listing this value in `hardware_features`", max_length=100)
+        ] = None,
+        kernel_type: Annotated[
+            str | None, Field(description="pages listing this value in `kernel_types`", max_length=100)
+        ] = None,
+        language: Annotated[
+            str | None, Field(description="pages in this language, e.g. cuda or cute-dsl", max_length=100)
+        ] = None,
         limit: Annotated[int | None, Field(description="how many results or candidate sections", ge=1, le=100)] = None,
         budget_tokens: Annotated[
             int | None,
@@ -134,7 +144,18 @@ def build_server(get_store: Callable[[], Store | None], base_url: str) -> MCPSer
         if not query.strip():
             raise ToolError("query is empty: give words to search for, e.g. 'TMA multicast'")
         s = store()
-        result = s.search(query, Filters(type=type or None, arch=arch or None), limit=limit or (30 if budget_tokens else 10))
+        filters = Filters(
+            type=type or None,
+            arch=arch or None,
+            technique=technique or None,
+            hardware_feature=hardware_feature or None,
+            kernel_type=kernel_type or None,
+            language=language or None,
+        )
+        problems = s.filter_problems(filters)
+        if problems:
+            raise ToolError("; ".join(p.message for p in problems))
+        result = s.search(query, filters, limit=limit or (30 if budget_tokens else 10))
         head = f'{result.total} results for "{result.query}"'
         if result.did_you_mean:
             head += f" (searched for: {result.did_you_mean})"

@@ -59,7 +59,7 @@ async def search(
 # declared route answers it exactly as before (and its error shape), and that route is what the OpenAPI schema
 # describes.
 
-FILTER_NAMES = ("type", "arch", "tag", "language", "confidence")
+FILTER_NAMES = ("type", "arch", "tag", "language", "confidence", "technique", "hardware_feature", "kernel_type")
 _FILTER_MAX = 100
 _KNOWN = frozenset(("q", "limit", "offset", "budget_tokens", "facets", *FILTER_NAMES))
 PATH = "/api/search"

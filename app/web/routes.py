@@ -127,12 +127,24 @@ def search(
     type: Param = None,
     arch: Param = None,
     tag: Param = None,
+    language: Param = None,
+    technique: Param = None,
+    hardware_feature: Param = None,
+    kernel_type: Param = None,
     offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
 ) -> Response:
     """Ranked section search; with filters but no words, the pages the filters select."""
     q = q[: settings.search_max_query_chars]  # what search uses; links and the form carry no more than this
     echo = q if len(q) <= settings.query_echo_chars else q[: settings.query_echo_chars] + "…"  # what the page shows of it
-    filters = Filters(type=type or None, arch=arch or None, tag=tag or None)
+    filters = Filters(
+        type=type or None,
+        arch=arch or None,
+        tag=tag or None,
+        language=language or None,
+        technique=technique or None,
+        hardware_feature=hardware_feature or None,
+        kernel_type=kernel_type or None,
+    )
     problems = store.filter_problems(filters, conn=conn)
     result = None  # a filter value no page has is answered with its message on the search page, as a 422
     if q.strip() and not problems:

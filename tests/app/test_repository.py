@@ -172,3 +172,32 @@ def test_views_are_kept_per_app_until_the_index_changes(tmp_path: Path) -> None:
     engine.dispose()
     groups = {g["value"]: [p["id"] for p in g["pages"]] for g in after["groups"]}
     assert groups["tile-scheduling"] == ["pr-demo-lib-7"] and "tile-scheduling" not in {g["value"] for g in first["groups"]}
+
+
+def test_a_change_to_the_data_files_reindexes_the_pages_that_depend_on_them(tmp_path: Path, db_url: str) -> None:
+    from app.db import create_schema
+
+    root = Path(shutil.copytree(REPO, tmp_path / "repo"))
+    engine = make_engine(db_url)
+    create_schema(engine)
+
+    def aliases() -> set[str]:
+        with engine.connect() as conn:
+            return {a for (a,) in conn.execute(text("SELECT alias FROM alias WHERE page_id = 'hw-bulk-copy'"))}
+
+    try:
+        first = reindex(engine, root)
+        assert "bulk tensor copy" in aliases() and len(first.added) == 14
+        again = reindex(engine, root)  # nothing changed: nothing reparsed
+        assert again.updated == [] and again.added == [] and again.unchanged == 14
+        aliases_file = root / "data" / "aliases.yaml"
+        aliases_file.write_text(aliases_file.read_text().replace('"bulk tensor copy"', '"async tile mover"'))
+        changed = reindex(engine, root)  # no page file changed, but the registry did: every page again
+        assert len(changed.updated) == 14 and changed.failed == []
+        assert "async tile mover" in aliases() and "bulk tensor copy" not in aliases()
+        assert reindex(engine, root).updated == []
+        aliases_file.unlink()  # without the registry only the page's own aliases stay
+        assert len(reindex(engine, root).updated) == 14
+        assert aliases() == {"TMA", "cp.async.bulk.tensor"}
+    finally:
+        engine.dispose()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,100 @@ def test_fragments_show_as_unverified_with_their_reason_in_the_api_and_the_page(
     assert fragment["mode"] == "fragment" and fragment["status"] == "unverified"
     assert fragment["summary"] == "fragment: not a complete program"
     assert "fragment: not a complete program (unverified)" in live.get("/pages/hw-bulk-copy").text
+
+
+def ids_of(answer: dict) -> set[str]:  # type: ignore[type-arg]
+    return {p["id"] for p in answer.get("pages", answer.get("results", []))}
+
+
+def test_facet_filters_select_pages_in_the_listing_and_in_search(live) -> None:  # noqa: ANN001
+    reduction = {"kernel-tiled-reduction", "pr-demo-lib-7", "contest-demo-p1"}
+    assert ids_of(live.get("/api/pages", params={"kernel_type": "reduction"}).json()) == reduction
+    assert ids_of(live.get("/api/pages", params={"technique": "Pipelining"}).json()) == {"pr-demo-lib-7"}
+    both = live.get("/api/pages", params={"hardware_feature": "tma", "kernel_type": "reduction"}).json()
+    assert ids_of(both) == {"kernel-tiled-reduction", "pr-demo-lib-7"}
+    assert ids_of(live.get("/api/pages", params={"language": "cute-dsl"}).json()) >= {"pr-Demo-Lib-9"}
+    found = live.get("/api/search", params={"q": "reduction", "kernel_type": "reduction", "limit": 50}).json()
+    assert found["total"] >= 1 and ids_of(found) <= reduction
+    copies = live.get("/api/search", params={"q": "copy", "kernel_type": "COPY"}).json()
+    assert ids_of(copies) and ids_of(copies) <= {"kernel-copy", "pr-Demo-Lib-9"}
+    assert live.get("/api/search", params={"q": "copy", "technique": "pipelining"}).json()["total"] == 0
+    html = live.get("/search", params={"q": "reduction", "hardware_feature": "tma"}).text
+    assert "/pages/kernel-tiled-reduction" in html and "/pages/contest-demo-p1" not in html
+    listing = live.get("/search", params={"kernel_type": "copy"}).text
+    assert "/pages/kernel-copy" in listing and "/pages/kernel-tiled-reduction" not in listing
+
+
+def test_unknown_facet_filter_values_are_a_422_naming_the_parameter(live) -> None:  # noqa: ANN001
+    for path in ("/api/pages", "/api/search"):
+        for name, known in (("technique", "pipelining"), ("hardware_feature", "tma"), ("kernel_type", "reduction")):
+            answer = live.get(path, params={"q": "x", name: "no-such-value"})
+            assert answer.status_code == 422, (path, name)
+            [problem] = answer.json()["error"]["detail"]
+            assert problem["loc"] == ["query", name] and "no-such-value" in problem["msg"] and known in problem["allowed"]
+    page = live.get("/search", params={"q": "x", "technique": "no-such-value"})
+    assert page.status_code == 422 and "technique: there is no value" in page.text
+    assert live.get("/api/pages", params={"technique": "x" * 101}).status_code == 422
+
+
+def test_mcp_search_filters_by_facets_and_names_a_bad_value(settings) -> None:  # noqa: ANN001
+    import anyio
+    from mcp import Client
+
+    from app.agents.mcp_server import build_server
+    from app.main import open_store
+
+    store = open_store(settings)
+    try:
+        store.reindex(settings.wiki)
+        server = build_server(lambda: store, "http://kw")
+
+        async def conversation() -> tuple[str, str, bool]:
+            async with Client(server) as client:
+                hit = await client.call_tool("search", {"query": "reduction", "technique": "pipelining"})
+                miss = await client.call_tool("search", {"query": "reduction", "kernel_type": "sorting"})
+            text = "\n".join(getattr(b, "text", "") for b in hit.content)
+            return text, "\n".join(getattr(b, "text", "") for b in miss.content), bool(miss.is_error)
+
+        hit, miss, miss_error = anyio.run(conversation)
+    finally:
+        store.engine.dispose()
+    assert "page `pr-demo-lib-7`" in hit and "kernel-tiled-reduction" not in hit
+    assert miss_error and "kernel_type: there is no value 'sorting'" in miss
+
+
+def test_serve_watch_notices_a_change_to_the_data_files(tmp_path: Path) -> None:
+    import httpx
+
+    from tests.app.test_serve import Served
+
+    root = Path(shutil.copytree(REPO, tmp_path / "repo"))
+    server = Served(tmp_path, "--wiki", str(root), "--db", f"sqlite:///{tmp_path / 'index.db'}", "--watch")
+    try:
+        assert server.listening(), server.stderr()
+        server.wait_ok()
+        assert httpx.get(server.url + "/api/resolve", params={"name": "async tile mover"}).status_code == 404
+        aliases_file = root / "data" / "aliases.yaml"
+        aliases_file.write_text(aliases_file.read_text() + 'tma-extra:\n  - "async tile mover"\n  - TMA\n')
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            found = httpx.get(server.url + "/api/resolve", params={"name": "async tile mover"})
+            if found.status_code == 200:
+                break
+            time.sleep(0.05)
+        assert found.status_code == 200 and found.json()["id"] == "hw-bulk-copy", found.text
+    finally:
+        server.stop()
+
+
+def test_schema_findings_are_stored_with_the_index_and_shown_on_the_page_and_in_the_api(live) -> None:  # noqa: ANN001
+    page = live.get("/api/pages/kernel-copy").json()
+    errors = [d["message"] for d in page["problems"] if d["severity"] == "error"]
+    assert "missing required field 'performance_claims' for type 'wiki-kernel' (data/schemas.yaml)" in errors
+    assert "tag 'not-a-known-tag' is not in data/tags.yaml" in errors
+    assert all(isinstance(d["line"], int) and d["line"] >= 1 for d in page["problems"])
+    pr9 = live.get("/api/pages/pr-Demo-Lib-9").json()
+    assert any(d["message"].startswith("'merge_sha' is required when status == merged") for d in pr9["problems"])
+    html = live.get("/pages/kernel-copy").text
+    assert "Schema and lint findings" in html and "missing required field &#39;performance_claims&#39;" in html
+    assert live.get("/api/pages/kernel-tiled-reduction").json()["problems"] == []
