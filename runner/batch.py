@@ -28,9 +28,8 @@ is the one a user would build.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
-import shutil
-import tempfile
 import threading
 from pathlib import Path
 
@@ -43,7 +42,7 @@ from runner.compile import (
     gencode,
     snippet_nvcc_flags,
 )
-from runner.sandbox import COMPILE_LIMITS, CapturedOutput, ProcessResult, run_process
+from runner.sandbox import COMPILE_LIMITS, CapturedOutput, ProcessResult, new_workdir, remove_workdir, run_process
 from runner.toolchain import Toolchain
 from snippets.build import build_translation_unit
 from snippets.snippet import Snippet
@@ -87,9 +86,9 @@ def split_ptxas_report(stderr: str, targets: list[str]) -> dict[str, str] | None
 class _Shared:
     """A finished shared run: the result to copy per target and the folder its kept files are in."""
 
-    result: ProcessResult
+    result: ProcessResult  # with the files it handed back through the sandbox (result.artifacts)
     stderr_parts: dict[str, str]
-    kept: Path
+    folder: Path
 
 
 class TargetBatch:
@@ -129,19 +128,27 @@ class TargetBatch:
                 return None
             into.mkdir(parents=True, exist_ok=True)
             number = target.removeprefix("sm_")
-            for suffix in _KEPT:
-                kept = shared.kept / f"snippet.compute_{number}.{suffix}"
-                if kept.exists():
-                    shutil.copy2(kept, into / kept.name)
+            keep_dir = into.name
+            artifacts: dict[str, bytes] = {}
+            for name, data in shared.result.artifacts.items():
+                folder, _, base = name.rpartition("/")
+                if not folder:
+                    artifacts[name] = data  # the source as the shared run saw it (the tamper check)
+                elif base in {f"snippet.compute_{number}.{suffix}" for suffix in _KEPT}:
+                    artifacts[f"{keep_dir}/{base}"] = data
+                    if base.endswith(".cubin"):  # the SASS step reads it inside the target's own sandbox
+                        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+                        with os.fdopen(os.open(into / base, flags, 0o644), "wb") as fh:
+                            fh.write(data)
             taken = self._taken.setdefault(kind, set())
             taken.add(target)
             if taken >= set(self.targets):  # every target has its part: the shared folder can go
-                shutil.rmtree(shared.kept.parent, ignore_errors=True)
+                remove_workdir(shared.folder)
             stderr = CapturedOutput(text=shared.stderr_parts[target], total_bytes=len(shared.stderr_parts[target]))
-            return dataclasses.replace(shared.result, stdout=CapturedOutput(), stderr=stderr)
+            return dataclasses.replace(shared.result, stdout=CapturedOutput(), stderr=stderr, artifacts=artifacts)
 
     def _run(self, kind: str) -> _Shared | None:
-        workdir = Path(tempfile.mkdtemp(prefix="kw-batch-"))
+        workdir = new_workdir("kw-batch-")
         self._folders.append(workdir)
         tu = build_translation_unit(self.snippet)
         (workdir / tu.filename).write_text(tu.text, encoding="utf-8")
@@ -173,15 +180,23 @@ class TargetBatch:
                 EXECUTABLE,
             ]
         keep.mkdir()
-        res = run_process(argv, workdir, COMPILE_TIMEOUT_S, limits=COMPILE_LIMITS, isolation=self.isolation)
+        res = run_process(
+            argv,
+            workdir,
+            COMPILE_TIMEOUT_S,
+            limits=COMPILE_LIMITS,
+            isolation=self.isolation,
+            collect=(*(f"{keep.name}/*.{suffix}" for suffix in _KEPT), tu.filename),
+            protect=(tu.filename,),
+        )
         clean = not (res.error or res.timed_out or res.exit_code != 0 or res.truncated or res.stdout.text.strip())
         parts = split_ptxas_report(res.stderr.text, self.targets) if clean else None
         if parts is None:
-            shutil.rmtree(workdir, ignore_errors=True)
+            remove_workdir(workdir)
             return None
-        return _Shared(res, parts, keep)
+        return _Shared(res, parts, workdir)
 
     def cleanup(self) -> None:
         """Remove every shared folder (those not already removed when the last target took its part)."""
         for folder in self._folders:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_workdir(folder)

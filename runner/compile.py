@@ -38,10 +38,9 @@ for `.loc` line mapping, and `-keep` to read the PTX and preprocessed source):
 
 from __future__ import annotations
 
+import hashlib
 import shlex
-import shutil
-import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -49,7 +48,15 @@ from runner import diagnostics as dx
 from runner.coverage import regex_checks, unassembled_asm
 from runner.outcome import StepOutcome, outcome_from_process
 from runner.resources import parse_ptxas_resources
-from runner.sandbox import COMPILE_LIMITS, ProcessResult, paths_outside_sandbox, run_process, shorten
+from runner.sandbox import (
+    COMPILE_LIMITS,
+    ProcessResult,
+    new_workdir,
+    paths_outside_sandbox,
+    remove_workdir,
+    run_process,
+    shorten,
+)
 from runner.toolchain import Toolchain
 from snippets.build import SEGMENT_SNIPPET, TranslationUnit, build_translation_unit, is_complete_ptx_module
 from snippets.snippet import Snippet
@@ -86,6 +93,12 @@ PROGRAM_KEEP_DIR = "keep-program"
 EXECUTABLE = "snippet"
 """File name of a built program inside the build folder."""
 
+RDC_KEPT = ("keep/*.ptx", "keep/*.cpp1.ii", "keep/*.cubin")
+"""What the relocatable build hands back through the sandbox (runner/launch.py): PTX, preprocessed source, cubin."""
+
+TAMPERED = "tampered"
+"""Failure kind of a build whose source was not, after the compile, the text on the page."""
+
 
 def snippet_nvcc_flags(snippet: Snippet, *, compile_only: bool) -> list[str]:
     """The block's own `flags=`, less -lcuda when nothing is linked and less what a cuda build sets itself."""
@@ -102,12 +115,13 @@ class Build:
     outcome: StepOutcome  # the compile step's result
     workdir: Path  # private temporary folder of this build
     tu: TranslationUnit  # the compiled source and its line map
-    program: list[str] | None = None  # files to copy for a run, relative to workdir (executable or script)
-    device_binary: Path | None = None  # cubin / object / executable holding the SASS
+    program: list[str] | None = None  # files of a run, first the one to start (executable or script)
+    program_files: dict[str, bytes] = field(default_factory=dict)  # their bytes, handed back through the sandbox
+    device_binary: Path | None = None  # cubin / object / executable holding the SASS (read only inside the sandbox)
     ptx: str | None = None  # generated PTX (cuda) or the module (ptx)
 
     def cleanup(self) -> None:
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        remove_workdir(self.workdir)
 
 
 def gencode(target: str) -> str:
@@ -116,11 +130,38 @@ def gencode(target: str) -> str:
     return f"-gencode=arch=compute_{number},code=sm_{number}"
 
 
-def _read_first(folder: Path, pattern: str) -> str | None:
-    for path in sorted(folder.glob(pattern)):
-        if path.is_file():
-            return path.read_text(encoding="utf-8", errors="replace")
+def _first(res: ProcessResult, suffix: str) -> str | None:
+    """The first handed-back file whose name ends in `suffix`, as text (runner/launch.py read it in the sandbox)."""
+    for name in sorted(res.artifacts):
+        if name.endswith(suffix):
+            return res.artifacts[name].decode("utf-8", "replace")
     return None
+
+
+def _first_name(res: ProcessResult, suffix: str) -> str | None:
+    return next((name for name in sorted(res.artifacts) if name.endswith(suffix)), None)
+
+
+def source_digest(text: str | bytes) -> str:
+    return hashlib.sha256(text.encode("utf-8") if isinstance(text, str) else text).hexdigest()
+
+
+def tampered(res: ProcessResult, tu: TranslationUnit) -> str | None:
+    """Why the source a command saw is not the page's text (read back through the sandbox after it ran), or None."""
+    if res.error and not res.artifacts and not res.refused:
+        return None  # it never ran
+    seen = res.artifacts.get(tu.filename)
+    if seen is None:
+        why = res.refused.get(tu.filename, "gone")
+        return f"the source {tu.filename} could not be read back after the compile ({why}): the result is not for the page's text"
+    if source_digest(seen) != source_digest(tu.text):
+        return f"the source {tu.filename} changed during the compile: the result is not for the page's text"
+    return None
+
+
+def _mark_tampered(outcome: StepOutcome, why: str) -> None:
+    outcome.status, outcome.kind, outcome.detail = "fail", TAMPERED, why
+    outcome.checks = []
 
 
 def _fail_from(outcome: StepOutcome, snippet: Snippet, diag: dx.Diagnosis, combined_output: str) -> StepOutcome:
@@ -156,7 +197,7 @@ def build_snippet(
     `batch` (runner/batch.py) shares one nvcc run among the snippet's targets where that gives the
     same result; where it cannot, this target is built alone as without it.
     """
-    workdir = Path(tempfile.mkdtemp(prefix="kw-build-"))
+    workdir = new_workdir("kw-build-")
     tu = build_translation_unit(snippet)
     (workdir / tu.filename).write_text(tu.text, encoding="utf-8")
     build = Build(outcome=StepOutcome(step="compile", status="error"), workdir=workdir, tu=tu)
@@ -180,12 +221,24 @@ def build_snippet(
     # setmaxnreg under -rdc, for one).
     argv += ["-c", "-o", "snippet.o"] if compile_only or lang == "cuda" else ["-o", EXECUTABLE]
     shared = batch.rdc_result(target, workdir) if batch is not None and lang == "cuda" else None
-    res = shared or run_process(argv, workdir, COMPILE_TIMEOUT_S, limits=COMPILE_LIMITS, isolation=isolation)
-    keep = workdir / "keep"
-    ptx = _read_first(keep, "*.ptx") if lang == "cuda" else None
+    kept = RDC_KEPT if lang == "cuda" else ()
+    res = shared or run_process(
+        argv,
+        workdir,
+        COMPILE_TIMEOUT_S,
+        limits=COMPILE_LIMITS,
+        isolation=isolation,
+        collect=(*kept, tu.filename, *(() if compile_only or lang == "cuda" else (EXECUTABLE,))),
+        protect=(tu.filename,),
+    )
+    ptx = _first(res, ".ptx") if lang == "cuda" else None
     outcome = outcome_from_process(res, resources=parse_ptxas_resources(res.output) if lang == "cuda" else {})
     outcome.warnings = dx.meaning_warnings(res.output, dx.RDC_BUILD if lang == "cuda" else "")
     build.outcome, build.ptx = outcome, ptx
+    changed = tampered(res, tu)
+    if changed:
+        _mark_tampered(outcome, changed)
+        return build
     if res.error:
         outcome.status, outcome.detail = "error", f"could not run nvcc: {res.error}"
         return build
@@ -204,7 +257,7 @@ def build_snippet(
         outcome.detail = f"compiled cleanly, but compile_fail expects an error containing '{snippet.expect}'"
         return build
     if lang == "cuda":
-        preprocessed = _read_first(keep, "*.cpp1.ii")
+        preprocessed = _first(res, ".cpp1.ii")
         if preprocessed is None or ptx is None:
             outcome.status = "error"
             outcome.detail = "nvcc kept no PTX or preprocessed source: cannot confirm that every asm statement reached ptxas"
@@ -222,10 +275,12 @@ def build_snippet(
             )
             return build
         _apply_regex_checks(outcome, snippet, "ptx", ptx)
-        cubin = sorted(keep.glob("*.cubin"))
-        build.device_binary = cubin[0] if cubin else workdir / "snippet.o"
+        cubin = _first_name(res, ".cubin")
+        build.device_binary = workdir / cubin if cubin else workdir / "snippet.o"
         if not compile_only and outcome.status == "pass":
             _link_whole_program(build, snippet, target, toolchain.nvcc, flags, isolation, batch)
+    if not compile_only and build.outcome.status == "pass" and lang == "cpp":
+        build.program_files = {EXECUTABLE: res.artifacts.get(EXECUTABLE, b"")}
     if not compile_only and build.outcome.status == "pass":
         build.program = [EXECUTABLE]
     return build
@@ -243,8 +298,20 @@ def _link_whole_program(
     """Build the executable that runs, in whole-program mode, as a user would; its resources replace the -rdc ones."""
     argv = [nvcc, gencode(target), *PROGRAM_NVCC_FLAGS, *flags, build.tu.filename, "-o", EXECUTABLE]
     shared = batch.program_result(target, build.workdir) if batch is not None else None
-    res = shared or run_process(argv, build.workdir, COMPILE_TIMEOUT_S, limits=COMPILE_LIMITS, isolation=isolation)
+    res = shared or run_process(
+        argv,
+        build.workdir,
+        COMPILE_TIMEOUT_S,
+        limits=COMPILE_LIMITS,
+        isolation=isolation,
+        collect=(build.tu.filename, EXECUTABLE),
+        protect=(build.tu.filename,),
+    )
     outcome = build.outcome
+    changed = tampered(res, build.tu)
+    if changed:
+        _mark_tampered(outcome, changed)
+        return
     if res.error or res.timed_out or res.exit_code != 0:
         diag = dx.diagnose_build(res.output, snippet.lang, build.tu, build.ptx)
         if res.timed_out:
@@ -260,8 +327,10 @@ def _link_whole_program(
     if resources:
         outcome.resources = resources
     outcome.warnings += dx.meaning_warnings(res.output, dx.PROGRAM_BUILD)
-    kept = sorted((build.workdir / PROGRAM_KEEP_DIR).glob("*.cubin")) if shared else []
-    build.device_binary = kept[0] if kept else build.workdir / EXECUTABLE  # shared: this target's cubin, no executable
+    kept = _first_name(res, ".cubin") if shared else None
+    build.device_binary = build.workdir / kept if kept else build.workdir / EXECUTABLE  # shared: this target's cubin
+    if not shared:
+        build.program_files = {EXECUTABLE: res.artifacts.get(EXECUTABLE, b"")}
 
 
 OUTSIDE_SANDBOX = "outside the sandbox"
@@ -298,11 +367,22 @@ def _build_ptx(build: Build, snippet: Snippet, target: str, toolchain: Toolchain
         build.outcome.detail = "ptxas not found"
         return build
     argv = [toolchain.ptxas, f"-arch={target}", "-v", "-o", "snippet.cubin", build.tu.filename]
-    res = run_process(argv, build.workdir, COMPILE_TIMEOUT_S, limits=COMPILE_LIMITS, isolation=isolation)
+    res = run_process(
+        argv,
+        build.workdir,
+        COMPILE_TIMEOUT_S,
+        limits=COMPILE_LIMITS,
+        isolation=isolation,
+        collect=(build.tu.filename,),
+        protect=(build.tu.filename,),
+    )
     outcome = outcome_from_process(res, resources=parse_ptxas_resources(res.output))
     outcome.warnings = dx.meaning_warnings(res.output)
     build.outcome, build.ptx = outcome, module
-    if res.error:
+    changed = tampered(res, build.tu)
+    if changed:
+        _mark_tampered(outcome, changed)
+    elif res.error:
         outcome.status, outcome.detail = "error", f"could not run ptxas: {res.error}"
     elif res.timed_out:
         outcome.status, outcome.kind, outcome.detail = "timeout", dx.TIMEOUT, f"ptxas did not finish within {COMPILE_TIMEOUT_S} s"
@@ -322,10 +402,21 @@ _PY_CHECK = "import sys; src = open('snippet.py', encoding='utf-8').read(); comp
 
 def _build_python(build: Build, snippet: Snippet, toolchain: Toolchain, isolation: str | None, want_program: bool) -> Build:
     argv = [toolchain.python, "-I", "-c", _PY_CHECK]
-    res = run_process(argv, build.workdir, COMPILE_TIMEOUT_S, limits=COMPILE_LIMITS, isolation=isolation)
+    res = run_process(
+        argv,
+        build.workdir,
+        COMPILE_TIMEOUT_S,
+        limits=COMPILE_LIMITS,
+        isolation=isolation,
+        collect=(build.tu.filename,),
+        protect=(build.tu.filename,),
+    )
     outcome = outcome_from_process(res)
     build.outcome = outcome
-    if res.error:
+    changed = tampered(res, build.tu)
+    if changed:
+        _mark_tampered(outcome, changed)
+    elif res.error:
         outcome.status, outcome.detail = "error", f"could not run python: {res.error}"
     elif res.timed_out:
         outcome.status, outcome.kind, outcome.detail = "timeout", dx.TIMEOUT, "python did not finish compiling in time"
@@ -336,12 +427,13 @@ def _build_python(build: Build, snippet: Snippet, toolchain: Toolchain, isolatio
         outcome.detail = f"compiled cleanly, but compile_fail expects an error containing '{snippet.expect}'"
     elif want_program:
         build.program = [build.tu.filename]
+        build.program_files = {build.tu.filename: build.tu.text.encode("utf-8")}  # the page's text, never read back
     return build
 
 
 def sass_step(build: Build, snippet: Snippet, target: str, toolchain: Toolchain, isolation: str | None = None) -> StepOutcome:
     """Run the block's sass=/no_sass= checks on what was built (skipped, never passed, without the tools)."""
-    if build.outcome.status != "pass" or build.device_binary is None or not build.device_binary.exists():
+    if build.outcome.status != "pass" or build.device_binary is None:
         return StepOutcome(step="sass", status="skipped", detail=f"not checked: the compile step is {build.outcome.status}")
     tool = toolchain.sass_tool
     if not tool:

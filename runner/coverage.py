@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from snippets.attributes import InfoStringError, compile_check
+
 _LINE_MARKER = re.compile(r'^#\s*(\d+)\s+"((?:\\.|[^"\\])*)"')
 _TOKEN = re.compile(
     r"""(?P<str>(?:u8|u|U|L)?"(?:\\.|[^"\\\n])*")|(?P<chr>'(?:\\.|[^'\\\n])*')|(?P<ident>[A-Za-z_]\w*)|(?P<ws>\s+)|(?P<other>.)""",
@@ -178,22 +180,21 @@ def unassembled_asm(preprocessed: str, ptx: str, segment: str) -> list[AsmStatem
     return [s for s in asm_statements(preprocessed, segment) if s.mnemonics and not set(s.mnemonics) <= emitted]
 
 
+MATCH_SHOWN_CHARS = 120
+"""How much of a match a check's detail shows (the text matched is compiler output read through the sandbox)."""
+
+
 def regex_checks(checks: dict[str, list[str]], kind: str, text: str) -> list[dict[str, Any]]:
-    """Apply `kind=` (must match) and `no_kind=` (must not match) regexes to `text`."""
+    """Apply `kind=` (must match) and `no_kind=` (must not match) patterns to `text` with RE2 (linear time; the
+    same rule as the linter's, snippets.attributes.compile_check). A pattern RE2 refuses fails its check."""
     results: list[dict[str, Any]] = []
-    for pattern in checks.get(kind, []):
-        m = re.search(pattern, text, flags=re.M)
-        results.append(
-            {"kind": kind, "pattern": pattern, "ok": bool(m), "detail": f"matched '{m.group(0)[:120]}'" if m else "no match"}
-        )
-    for pattern in checks.get(f"no_{kind}", []):
-        m = re.search(pattern, text, flags=re.M)
-        results.append(
-            {
-                "kind": f"no_{kind}",
-                "pattern": pattern,
-                "ok": not m,
-                "detail": f"matched '{m.group(0)[:120]}'" if m else "no match",
-            }
-        )
+    for key, must_match in ((kind, True), (f"no_{kind}", False)):
+        for pattern in checks.get(key, []):
+            try:
+                m = compile_check(pattern).search(text)
+            except InfoStringError as exc:
+                results.append({"kind": key, "pattern": pattern[:MATCH_SHOWN_CHARS], "ok": False, "detail": f"refused: {exc}"})
+                continue
+            detail = f"matched '{m.group(0)[:MATCH_SHOWN_CHARS]}'" if m else "no match"
+            results.append({"kind": key, "pattern": pattern, "ok": bool(m) == must_match, "detail": detail})
     return results

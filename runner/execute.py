@@ -8,14 +8,12 @@ killed), or missing expected output is a failure; an unmatched target is
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from pathlib import Path
+import os
 
 from runner.compile import Build
 from runner.gpus import Gpu, missing_reason
 from runner.outcome import StepOutcome, outcome_from_process
-from runner.sandbox import resource_limit_hit, run_limits, run_process, runner_settings
+from runner.sandbox import new_workdir, remove_workdir, resource_limit_hit, run_limits, run_process, runner_settings
 from runner.toolchain import Toolchain
 from snippets.snippet import Snippet
 
@@ -44,10 +42,15 @@ def run_step(
         return StepOutcome(step="run", status="skipped", detail=f"not run: the compile step is {build.outcome.status}")
     if gpu is None:
         return StepOutcome(step="run", status="skipped", detail=f"not run: {missing_reason(target)}")
-    rundir = Path(tempfile.mkdtemp(prefix="kw-run-"))
+    missing = [name for name in build.program if not build.program_files.get(name)]
+    if missing:
+        return StepOutcome(step="run", status="error", detail=f"not run: {missing[0]} was not handed back by its build")
+    rundir = new_workdir("kw-run-")
     try:
-        for name in build.program:
-            shutil.copy2(build.workdir / name, rundir / name)
+        for name in build.program:  # written from the bytes handed back through the sandbox, never copied from its folder
+            fd = os.open(rundir / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o755)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(build.program_files[name])
         if snippet.lang == "python":
             argv = [toolchain.python, build.program[0]]
         else:
@@ -56,7 +59,7 @@ def run_step(
         limits = run_limits(runner_settings())
         res = run_process(argv, rundir, snippet.timeout, limits=limits, isolation=isolation, extra_env=env, gpu=True)
     finally:
-        shutil.rmtree(rundir, ignore_errors=True)
+        remove_workdir(rundir)
     outcome = outcome_from_process(
         res, "run", gpu_name=gpu.name, compute_capability=gpu.compute_capability, driver_version=gpu.driver_version
     )

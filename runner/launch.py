@@ -16,7 +16,14 @@ stay behind to kill what the snippet leaves running. The launcher
    execs the command,
 3. waits for it with a wall-clock deadline,
 4. on exit or timeout SIGKILLs every remaining descendant and reaps it, then
-5. reports `{exit_code, signal, timed_out, leftovers, error, cgroup}` as JSON on the
+5. with `--collect-fd`, hands the files named by `--collect` back as a stream on
+   that descriptor (docs/sandbox.md, "the readback rule"): a child that has
+   dropped to the command's own user id opens each one inside the sandbox,
+   relative to a directory descriptor of the snippet's folder, every component
+   with O_NOFOLLOW, and sends only regular files that user owns, up to
+   `--collect-cap` bytes in all; the runner never opens a path in the snippet's
+   folder itself,
+6. reports `{exit_code, signal, timed_out, leftovers, error, cgroup}` as JSON on the
    status file descriptor given with `--status-fd` (never a file the snippet
    could tamper with).
 
@@ -26,10 +33,12 @@ Standard library only; no imports from the project (it runs with `-I -S`).
 from __future__ import annotations
 
 import ctypes
+import fnmatch
 import json
 import os
 import resource
 import signal
+import stat
 import sys
 import time
 
@@ -111,8 +120,113 @@ def _kill_all(me: int, statuses: dict[int, int]) -> set[int]:
     return killed
 
 
+COLLECT_TIMEOUT_S = 30.0
+"""How long the collecting child may take before it is killed (nothing is handed back then)."""
+
+
+def _collect_one(dir_fd: int, rel: str, budget: int) -> tuple[bytes | None, str]:
+    """The bytes of the regular file `rel` (below `dir_fd`) owned by this process's user id, or (None, why not)."""
+    parts = [p for p in rel.split("/") if p]
+    fds: list[int] = []
+    try:
+        current = dir_fd
+        for part in parts[:-1]:
+            if part in (".", ".."):
+                return None, "not a plain path"
+            current = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=current)
+            fds.append(current)
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+        fd = os.open(parts[-1], flags, dir_fd=current)
+        fds.append(fd)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, "not a regular file"
+        if st.st_uid != os.getuid():
+            return None, f"owned by user id {st.st_uid}, not the sandbox's"
+        if st.st_size > budget:
+            return None, f"larger than the {budget} bytes left to hand back"
+        chunks: list[bytes] = []
+        left = budget + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > budget:
+            return None, f"larger than the {budget} bytes left to hand back"
+        return data, ""
+    except OSError as exc:
+        return None, exc.strerror or str(exc)
+    finally:
+        for fd in reversed(fds):
+            os.close(fd)
+
+
+def _collect(patterns: list[str], cap: int, out_fd: int) -> None:
+    """Write every file matching `patterns` (`keep/*.ptx`: a folder path, then a name pattern) to `out_fd` as
+    frames: a JSON header line `{"name", "size"}` or `{"name", "refused"}`, then `size` bytes."""
+    budget = cap
+    root = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    for pattern in patterns:
+        folder, _, name_pattern = pattern.rpartition("/")
+        names: list[str] = []
+        try:
+            dfd = root
+            opened: list[int] = []
+            for part in [p for p in folder.split("/") if p]:
+                dfd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+                opened.append(dfd)
+            names = sorted(n for n in os.listdir(dfd) if fnmatch.fnmatchcase(n, name_pattern))
+            for fd in opened:
+                os.close(fd)
+        except OSError:
+            names = []
+        for name in names:
+            rel = f"{folder}/{name}" if folder else name
+            data, why = _collect_one(root, rel, budget)
+            if data is None:
+                header = {"name": rel, "refused": why}
+                os.write(out_fd, (json.dumps(header) + "\n").encode())
+                continue
+            budget -= len(data)
+            os.write(out_fd, (json.dumps({"name": rel, "size": len(data)}) + "\n").encode())
+            view = memoryview(data)
+            while view:
+                view = view[os.write(out_fd, view) :]
+
+
+def _collect_as(uid: int | None, groups: list[int], patterns: list[str], cap: int, out_fd: int) -> None:
+    """Run `_collect` in a child with the command's own user id (never as the launcher's root), with a deadline."""
+    child = os.fork()
+    if child == 0:
+        try:
+            if uid is not None:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            _collect(patterns, cap, out_fd)
+            os._exit(0)
+        except BaseException:  # noqa: BLE001 - the child must never return into the launcher
+            os._exit(1)
+    deadline = time.monotonic() + COLLECT_TIMEOUT_S
+    while True:
+        pid, _ = os.waitpid(child, os.WNOHANG)
+        if pid:
+            return
+        if time.monotonic() >= deadline:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            return
+        time.sleep(POLL_S)
+
+
 def main(argv: list[str]) -> int:
     status_fd = -1
+    collect_fd = -1
+    collect: list[str] = []
+    collect_cap = 0
     cgroup_fd = -1
     cgroup_required = False
     uid: int | None = None
@@ -144,6 +258,14 @@ def main(argv: list[str]) -> int:
             cgroup_required = value == "1"
         elif key == "--groups":
             groups = [int(g) for g in value.split(",") if g]
+        elif key == "--collect-fd":
+            collect_fd = int(value)
+        elif key == "--collect":
+            collect.append(value)
+        elif key == "--collect-cap":
+            collect_cap = int(value)
+        elif key == "--cpu":
+            limits[resource.RLIMIT_CPU] = int(value)
         i += 2
     command = argv[i + 1 :]
     report: dict[str, object] = {
@@ -166,6 +288,8 @@ def main(argv: list[str]) -> int:
 
     if status_fd >= 0:
         os.set_inheritable(status_fd, False)
+    if collect_fd >= 0:
+        os.set_inheritable(collect_fd, False)
     if cgroup_fd >= 0:
         os.set_inheritable(cgroup_fd, False)
     if not command:
@@ -243,6 +367,9 @@ def main(argv: list[str]) -> int:
         time.sleep(POLL_S)
     killed = _kill_all(me, statuses)
     report["leftovers"] = len(killed - {child})
+    if collect_fd >= 0:  # nothing of the command is left running: hand its files back through the sandbox
+        _collect_as(uid, groups, collect, collect_cap, collect_fd)
+        os.close(collect_fd)
     status = statuses.get(child)
     if status is None:
         try:

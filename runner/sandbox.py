@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.cgroup import CgroupUnavailable, CgroupUsage, RunCgroup, cgroup_parent
+from runner.seccomp import SeccompUnsupported, filter_fd
 from runner.settings import (
     CGROUP_OFF,
     CGROUP_REQUIRE,
@@ -71,6 +72,10 @@ OUTPUT_TAIL_BYTES = 16 * 1024
 """Kept per stream: the first and last bytes of a command's output; the middle is counted, not kept."""
 
 READ_CHUNK = 64 * 1024
+
+COLLECT_CAP_BYTES = 256 * MiB
+"""Most a command's folder may hand back in files (PTX, preprocessed source, cubin, executable): beyond it a
+file is refused, never cut."""
 
 SECRET_NAME = re.compile(
     r"TOKEN|SECRET|PASSWORD|PASSWD|PASS$|DATABASE_URL|KERNELWIKI_DB|KERNELWIKI_RUNNER_TOKEN|CREDENTIAL|API_KEY|PRIVATE_KEY|AUTH|_KEY$|DSN",
@@ -103,6 +108,13 @@ INSTALL_HINT = (
     "(setting KERNELWIKI_ISOLATION)"
 )
 
+SNIPPET_FOLDER_BYTES = 1 * GiB
+"""Size of the tmpfs a snippet's folder is (where the runner may mount one: as root)."""
+
+SANDBOX_TMP_BYTES = 512 * MiB
+SANDBOX_SHM_BYTES = 256 * MiB
+"""Sizes of the sandbox's private /tmp and /dev/shm (tmpfs, RAM): a fill stops at ENOSPC."""
+
 UID_SLOTS = 256
 """Concurrent sandboxes per runner process that get a user id of their own (when the runner is root)."""
 
@@ -120,6 +132,7 @@ class Limits:
     data_bytes: int | None = None  # RLIMIT_DATA: private writable memory (host memory of a CUDA program)
     processes: int = 512  # RLIMIT_NPROC and cgroup pids.max: processes and threads
     open_files: int = 4096  # RLIMIT_NOFILE
+    cpu_seconds: int | None = None  # RLIMIT_CPU per process: CPU time (SIGXCPU, then SIGKILL)
     cgroup_memory_bytes: int | None = None  # cgroup memory.max; None: the data limit, else the address space limit
 
     @property
@@ -128,8 +141,12 @@ class Limits:
         return self.cgroup_memory_bytes or self.data_bytes or self.address_space_bytes
 
 
-COMPILE_LIMITS = Limits(file_size_bytes=512 * MiB, address_space_bytes=16 * GiB)
-"""nvcc / ptxas / cuobjdump / py_compile: a memory ceiling is safe for them."""
+COMPILE_CPU_SECONDS = 240
+"""CPU time of each process of a compile (nvcc's steps run one after another, each within it)."""
+
+COMPILE_LIMITS = Limits(file_size_bytes=512 * MiB, address_space_bytes=8 * GiB, cpu_seconds=COMPILE_CPU_SECONDS)
+"""nvcc / ptxas / cuobjdump / py_compile: a memory ceiling is safe for them (8 GiB of address space: cicc and
+ptxas of the wiki's largest blocks stay far below it)."""
 
 GPU_RUN_LIMITS = Limits(file_size_bytes=256 * MiB, address_space_bytes=None, data_bytes=RunnerSettings().run_memory_bytes)
 """Programs that use CUDA: RLIMIT_DATA, not RLIMIT_AS, since the driver reserves far more address space
@@ -242,6 +259,8 @@ class ProcessResult:
     error: str | None = None  # infrastructure problem (could not start, launcher lost), not the command's failure
     cgroup: CgroupUsage | None = None  # the command's cgroup v2 (limits and what it ran into), when one was in force
     limits_in_force: str = ""  # which limit mechanisms held, e.g. "cgroup v2 memory.max 8 GiB …; RLIMIT_DATA 8 GiB …"
+    artifacts: dict[str, bytes] = field(default_factory=dict)  # files handed back through the sandbox (`collect=`)
+    refused: dict[str, str] = field(default_factory=dict)  # files matching `collect=` that were not handed back, and why
 
     @property
     def output(self) -> str:
@@ -373,7 +392,15 @@ def sandbox_roots(settings: RunnerSettings | None = None, argv0: str | None = No
     return roots
 
 
-def _bwrap_prefix(bwrap: str, workdir: Path, settings: RunnerSettings, argv0: str | None, gpu: bool) -> list[str]:
+def _bwrap_prefix(
+    bwrap: str,
+    workdir: Path,
+    settings: RunnerSettings,
+    argv0: str | None,
+    gpu: bool,
+    protect: tuple[str, ...] = (),
+    seccomp_fd: int = -1,
+) -> list[str]:
     """The bubblewrap command line: a fresh root with only what the command needs."""
     work = str(workdir)
     prefix = [
@@ -398,7 +425,9 @@ def _bwrap_prefix(bwrap: str, workdir: Path, settings: RunnerSettings, argv0: st
         prefix += ["--unshare-user"]
     # Private /dev, /proc and /tmp first: a host folder the sandbox needs below one of them (a venv in
     # /tmp/…, as in a CI checkout there) is then bound onto the fresh tmpfs instead of being hidden by it.
-    prefix += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/dev/shm"]
+    prefix += ["--dev", "/dev", "--proc", "/proc"]
+    prefix += ["--perms", "1777", "--size", str(SANDBOX_TMP_BYTES), "--tmpfs", "/tmp"]
+    prefix += ["--perms", "1777", "--size", str(SANDBOX_SHM_BYTES), "--tmpfs", "/dev/shm"]
     binds: list[str] = []
     present: list[str] = ["/dev/.", "/proc/.", "/tmp/."]  # folders that exist in the new root (made or bound)
     for path in sorted(sandbox_roots(settings, argv0), key=lambda p: (p.count("/"), p)):
@@ -416,7 +445,14 @@ def _bwrap_prefix(bwrap: str, workdir: Path, settings: RunnerSettings, argv0: st
         if os.path.isdir("/sys"):
             prefix += ["--ro-bind", "/sys", "/sys"]  # the CUDA driver reads PCI and NUMA topology there
     prefix += _parents(LAUNCHER_IN_SANDBOX, present) + ["--ro-bind", str(LAUNCHER), LAUNCHER_IN_SANDBOX]
-    prefix += _parents(work, present) + ["--bind", work, work, "--chdir", work, "--"]
+    prefix += _parents(work, present) + ["--bind", work, work]
+    for name in protect:  # the source: read-only (and, as a mount point, neither renamed nor removed)
+        path = os.path.join(work, name)
+        if "/" not in name and os.path.isfile(path) and not os.path.islink(path):
+            prefix += ["--ro-bind", path, path]
+    if seccomp_fd >= 0:
+        prefix += ["--seccomp", str(seccomp_fd)]
+    prefix += ["--chdir", work, "--"]
     return prefix
 
 
@@ -441,12 +477,13 @@ def _unshare_prefix(unshare: str) -> list[str]:
     return prefix + ["--"]
 
 
-def _probe(argv: list[str], cwd: Path) -> str | None:
+def _probe(argv: list[str], cwd: Path, pass_fds: tuple[int, ...] = ()) -> str | None:
     """None when `argv` ran and exited 0, else what went wrong."""
     try:
         done = subprocess.run(
             argv,
             cwd=cwd,
+            pass_fds=pass_fds,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=ISOLATION_PROBE_TIMEOUT_S,
@@ -487,7 +524,16 @@ def isolation_problem(level: str, settings: RunnerSettings | None = None) -> str
                     where = f"KERNELWIKI_BWRAP={settings.bwrap} is not executable" if settings.bwrap else "no `bwrap` on PATH"
                     problem: str | None = f"{where}; {INSTALL_HINT}"
                 else:
-                    failed = _probe(_bwrap_prefix(bwrap, probe_dir, settings, None, False) + check, probe_dir)
+                    try:
+                        seccomp = filter_fd()
+                    except (SeccompUnsupported, OSError) as exc:
+                        failed: str | None = f"no seccomp filter: {exc}"
+                    else:
+                        try:
+                            prefix = _bwrap_prefix(bwrap, probe_dir, settings, None, False, seccomp_fd=seccomp)
+                            failed = _probe(prefix + check, probe_dir, (seccomp,))
+                        finally:
+                            os.close(seccomp)
                     problem = f"{bwrap} cannot create a sandbox here ({failed}); {INSTALL_HINT}" if failed else None
             elif level == ISOLATION_UNSHARE:
                 unshare = shutil.which("unshare")
@@ -520,14 +566,21 @@ def detect_isolation(wanted: str | None = None, settings: RunnerSettings | None 
 
 
 def isolation_prefix(
-    isolation: str, workdir: Path, settings: RunnerSettings | None = None, argv0: str | None = None, gpu: bool = False
+    isolation: str,
+    workdir: Path,
+    settings: RunnerSettings | None = None,
+    argv0: str | None = None,
+    gpu: bool = False,
+    protect: tuple[str, ...] = (),
+    seccomp_fd: int = -1,
 ) -> list[str]:
-    """The wrapper command for an isolation level (empty for none)."""
+    """The wrapper command for an isolation level (empty for none); `protect`: files of the folder bound read-only;
+    `seccomp_fd`: a descriptor holding the seccomp program (runner/seccomp.py) bubblewrap loads."""
     settings = settings or runner_settings()
     if isolation == ISOLATION_BWRAP:
         bwrap = find_bwrap(settings)
         if bwrap:
-            return _bwrap_prefix(bwrap, workdir, settings, argv0, gpu)
+            return _bwrap_prefix(bwrap, workdir, settings, argv0, gpu, protect, seccomp_fd)
     if isolation == ISOLATION_UNSHARE:
         unshare = shutil.which("unshare")
         if unshare:
@@ -570,6 +623,47 @@ def _device_groups() -> list[int]:
     return sorted(groups)
 
 
+_MS_NOSUID, _MS_NODEV = 2, 4
+_MNT_DETACH = 2
+_mounted_lock = threading.Lock()
+_mounted: set[str] = set()
+
+
+def new_workdir(prefix: str) -> Path:
+    """A fresh folder for one build or run: a tmpfs of SNIPPET_FOLDER_BYTES where this process may mount one (as
+    root), so that what a snippet writes there is capped in all, not only per file; else a plain folder."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    if not _is_root():
+        return path
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    options = f"size={SNIPPET_FOLDER_BYTES},mode=0700".encode()
+    if libc.mount(b"tmpfs", str(path).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options) == 0:
+        with _mounted_lock:
+            _mounted.add(str(path))
+    return path
+
+
+def folder_capped(workdir: Path | str) -> bool:
+    """Is `workdir` a size-capped tmpfs of new_workdir's?"""
+    with _mounted_lock:
+        return str(workdir) in _mounted
+
+
+def remove_workdir(path: Path | str) -> None:
+    """Remove a folder of new_workdir's (unmounting its tmpfs first)."""
+    path = str(path)
+    with _mounted_lock:
+        mounted = path in _mounted
+        _mounted.discard(path)
+    if mounted:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).umount2(path.encode(), _MNT_DETACH)
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def _chown_tree(root: Path, uid: int) -> None:
     """Give the sandbox's user id its folder (0711: bubblewrap, root without capabilities, must enter it)."""
     os.chown(root, uid, uid)
@@ -591,13 +685,19 @@ def run_process(
     tail_bytes: int = OUTPUT_TAIL_BYTES,
     gpu: bool = False,
     settings: RunnerSettings | None = None,
+    collect: tuple[str, ...] | list[str] = (),
+    collect_cap: int = COLLECT_CAP_BYTES,
+    protect: tuple[str, ...] | list[str] = (),
 ) -> ProcessResult:
     """Run `argv` in `workdir` through the launcher: stdin closed, allow-listed environment, capped output.
 
     `isolation` (default: the setting) must work here, else nothing runs and
     `ProcessResult.error` says why; `gpu` gives the sandbox the GPU device
-    nodes. Never raises for the command's own failures; an infrastructure
-    problem is reported in `ProcessResult.error`.
+    nodes. `collect` names files of the folder (`keep/*.ptx`) that the launcher
+    hands back, read inside the sandbox as the command's user, in
+    `ProcessResult.artifacts` (docs/sandbox.md, "the readback rule"). Never
+    raises for the command's own failures; an infrastructure problem is
+    reported in `ProcessResult.error`.
     """
     settings = settings or runner_settings()
     workdir = Path(workdir).resolve()
@@ -605,8 +705,16 @@ def run_process(
         level = detect_isolation(isolation, settings)
     except (SandboxUnavailable, ValueError) as exc:
         return ProcessResult(list(argv), None, None, False, 0.0, isolation=ISOLATION_NONE, error=f"not run: {exc}")
-    wrapper = isolation_prefix(level, workdir, settings, argv[0] if argv else None, gpu)
+    tool = argv[0] if argv and os.path.isabs(argv[0]) and not _under(argv[0], [str(workdir)]) else None
+    seccomp_fd = -1
+    if level == ISOLATION_BWRAP:
+        try:
+            seccomp_fd = filter_fd()
+        except (SeccompUnsupported, OSError) as exc:
+            return ProcessResult(list(argv), None, None, False, 0.0, isolation=level, error=f"not run: seccomp: {exc}")
+    wrapper = isolation_prefix(level, workdir, settings, tool, gpu, tuple(protect), seccomp_fd)
     if level != ISOLATION_NONE and not wrapper:
+        _close_fds(seccomp_fd)
         return ProcessResult(list(argv), None, None, False, 0.0, isolation=ISOLATION_NONE, error=f"not run: {level} vanished")
     env = sandbox_environment(workdir, extra_env, passthrough=settings.extra_env)
     status_r, status_w = os.pipe()
@@ -631,6 +739,14 @@ def run_process(
         launcher += ["--as", str(limits.address_space_bytes)]
     if limits.data_bytes:
         launcher += ["--data", str(limits.data_bytes)]
+    if limits.cpu_seconds:
+        launcher += ["--cpu", str(limits.cpu_seconds)]
+    collect_r = collect_w = -1
+    if collect:
+        collect_r, collect_w = os.pipe()
+        launcher += ["--collect-fd", str(collect_w), "--collect-cap", str(collect_cap)]
+        for pattern in collect:
+            launcher += ["--collect", pattern]
     uid: int | None = None
     if level == ISOLATION_BWRAP and _is_root():
         # Root is exempt from RLIMIT_NPROC: the command runs as a user id of its own, which owns its folder.
@@ -640,8 +756,7 @@ def run_process(
         except (SandboxUnavailable, OSError) as exc:
             if uid is not None:
                 _give_uid(uid)
-            os.close(status_r)
-            os.close(status_w)
+            _close_fds(status_r, status_w, collect_r, collect_w, seccomp_fd)
             return ProcessResult(list(argv), None, None, False, 0.0, isolation=level, error=f"not run: {exc}")
         launcher += ["--uid", str(uid)]
         groups = _device_groups() if gpu else []
@@ -651,8 +766,7 @@ def run_process(
     if group is None and settings.cgroup == CGROUP_REQUIRE:
         if uid is not None:
             _give_uid(uid)
-        os.close(status_r)
-        os.close(status_w)
+        _close_fds(status_r, status_w, collect_r, collect_w, seccomp_fd)
         return ProcessResult(
             list(argv),
             None,
@@ -670,7 +784,21 @@ def run_process(
     joined: str | None = None
     try:
         result, joined = _supervise(
-            full, argv, workdir, env, status_r, status_w, timeout_s, level, head_bytes, tail_bytes, procs_fd
+            full,
+            argv,
+            workdir,
+            env,
+            status_r,
+            status_w,
+            timeout_s,
+            level,
+            head_bytes,
+            tail_bytes,
+            procs_fd,
+            collect_r,
+            collect_w,
+            collect_cap,
+            seccomp_fd,
         )
     finally:
         if uid is not None:
@@ -685,6 +813,40 @@ def run_process(
         why_not = joined or "the launcher did not say whether the command joined its cgroup"
     result.limits_in_force = describe_limits(limits, result.cgroup, why_not)
     return result
+
+
+def _close_fds(*fds: int) -> None:
+    for fd in fds:
+        if fd >= 0:
+            os.close(fd)
+
+
+def parse_collected(stream: bytes) -> tuple[dict[str, bytes], dict[str, str]]:
+    """The launcher's collect frames (runner/launch.py `_collect`) → (name → bytes, name → why refused). A frame
+    cut short (the stream hit its cap) is dropped, never kept in part."""
+    files: dict[str, bytes] = {}
+    refused: dict[str, str] = {}
+    pos = 0
+    while pos < len(stream):
+        end = stream.find(b"\n", pos)
+        if end < 0:
+            break
+        try:
+            header = json.loads(stream[pos:end])
+            name = str(header["name"])
+        except (ValueError, KeyError, TypeError):
+            break
+        pos = end + 1
+        if "refused" in header:
+            refused[name] = str(header["refused"])[:200]
+            continue
+        size = int(header.get("size", -1))
+        if size < 0 or pos + size > len(stream):
+            refused[name] = "cut short"
+            break
+        files[name] = bytes(stream[pos : pos + size])
+        pos += size
+    return files, refused
 
 
 def _command_cgroup(settings: RunnerSettings, limits: Limits) -> tuple[RunCgroup | None, int, str]:
@@ -726,6 +888,8 @@ def describe_limits(limits: Limits, cgroup: CgroupUsage | None, why_not: str = "
         f"RLIMIT_NOFILE {limits.open_files}",
         f"RLIMIT_FSIZE {_size(limits.file_size_bytes)}",
     ]
+    if limits.cpu_seconds:
+        rlimits.append(f"RLIMIT_CPU {limits.cpu_seconds} s")
     if cgroup is not None:
         swap = " (no swap)" if cgroup.no_swap else ""
         return f"cgroup v2 memory.max {_size(cgroup.memory_max)}{swap}, pids.max {cgroup.pids_max}; " + ", ".join(rlimits)
@@ -744,11 +908,15 @@ def _supervise(
     head_bytes: int,
     tail_bytes: int,
     procs_fd: int = -1,
+    collect_r: int = -1,
+    collect_w: int = -1,
+    collect_cap: int = 0,
+    seccomp_fd: int = -1,
 ) -> tuple[ProcessResult, str | None]:
     """Start the wrapped launcher, read its output and status, enforce the hard deadline; also returns what the
     launcher said about the command's cgroup ("joined", or why not)."""
     start = time.monotonic()
-    passed = (status_w,) if procs_fd < 0 else (status_w, procs_fd)
+    passed = tuple(fd for fd in (status_w, procs_fd, collect_w, seccomp_fd) if fd >= 0)
     try:
         proc = subprocess.Popen(
             full,
@@ -761,8 +929,7 @@ def _supervise(
             start_new_session=True,
         )
     except OSError as exc:
-        for fd in (status_r, *passed):
-            os.close(fd)
+        _close_fds(status_r, collect_r, *passed)
         return ProcessResult(list(argv), None, None, False, 0.0, isolation=level, error=f"cannot start: {exc}"), None
     for fd in passed:
         os.close(fd)
@@ -774,6 +941,13 @@ def _supervise(
     sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
     status_file = os.fdopen(status_r, "rb", buffering=0)
     sel.register(status_file, selectors.EVENT_READ, "status")
+    streams = [proc.stdout, proc.stderr, status_file]
+    collected = bytearray()
+    collect_limit = collect_cap + 64 * 1024  # the files plus their header lines
+    if collect_r >= 0:
+        collect_file = os.fdopen(collect_r, "rb", buffering=0)
+        sel.register(collect_file, selectors.EVENT_READ, "collect")
+        streams.append(collect_file)
     hard_deadline = start + timeout_s + LAUNCHER_GRACE_S
     exited_at: float | None = None
     killed_hard = False
@@ -797,11 +971,13 @@ def _supervise(
                     continue
                 if key.data == "status":
                     status_buf += chunk[: 4096 - len(status_buf)]
+                elif key.data == "collect":
+                    collected += chunk[: max(0, collect_limit - len(collected))]
                 else:
                     caps[key.data].feed(chunk)
     finally:
         sel.close()
-        for stream in (proc.stdout, proc.stderr, status_file):
+        for stream in streams:
             stream.close()
         try:
             proc.wait(timeout=DRAIN_GRACE_S + 5)
@@ -819,6 +995,8 @@ def _supervise(
         stderr=caps["stderr"].result(),
         isolation=level,
     )
+    if collect_r >= 0:
+        result.artifacts, result.refused = parse_collected(bytes(collected))
     try:
         report = json.loads(bytes(status_buf).decode() or "null")
     except ValueError:

@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +31,9 @@ from runner.sandbox import detect_isolation
 from runner.status import FAILING, worst
 from runner.toolchain import Toolchain, discover_toolchain
 from snippets.architectures import ANY_TARGET, normalize_architecture, target_of
+from snippets.attributes import InfoStringError, check_snippet_rules
 from snippets.diagnostic import Diagnostic
-from snippets.extract import extract_snippets
+from snippets.extract import content_hash, extract_snippets
 from snippets.page import iter_page_files, load_page
 from snippets.snippet import Snippet
 
@@ -150,6 +151,22 @@ def load_snippets(pages_root: Path | str, pages: list[str] | None = None) -> tup
     for missing in sorted((wanted or set()) - set(seen)):
         problems.append(Diagnostic(str(root), 1, "error", f"no valid page with id '{missing}'"))
     return snippets, problems
+
+
+def rechecked(snippet: Snippet) -> Snippet:
+    """`snippet` as the runner will build it: its flags and checks checked again against the grammar's rules
+    (snippets.attributes.check_snippet_rules) and its content hash recomputed, whatever it came from (a page, a
+    queue job, a caller). A snippet that breaks a rule becomes an invalid block (mode `error`): nothing of it
+    reaches a compiler, a shell or the regex engine."""
+    if not snippet.verifiable:
+        return snippet
+    try:
+        check_snippet_rules(snippet.flags, snippet.checks)
+    except InfoStringError as exc:
+        refused = replace(snippet, mode="error", error=f"refused by the runner: {exc}")
+        return replace(refused, content_hash=content_hash(refused))
+    fresh = content_hash(snippet)
+    return snippet if fresh == snippet.content_hash else replace(snippet, content_hash=fresh)
 
 
 class _Context:
@@ -337,6 +354,7 @@ def verify(
     if snippets is None:
         snippets, problems = load_snippets(pages_root, pages)
         report.problems.extend(problems)
+    snippets = [rechecked(s) for s in snippets]
     report.snippets = list(snippets)
     level = detect_isolation(isolation)  # SandboxUnavailable when it cannot be used: nothing runs unsandboxed
     tc = toolchain or discover_toolchain(nvcc)

@@ -10,7 +10,6 @@ a block into an unchecked one.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,16 +30,33 @@ MAX_RUN_TIMEOUT_S = 600
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 """What an `id=` / `uses=` name may look like."""
 
-_FLAG_PATTERNS: tuple[re.Pattern[str], ...] = (
-    re.compile(r"^-O[0-3]$"),
-    re.compile(r"^-std=c\+\+(17|20)$"),
-    re.compile(r"^-lineinfo$"),
-    re.compile(r"^--use_fast_math$"),
-    re.compile(r"^-D[A-Za-z_][A-Za-z0-9_]*(=[^\s]*)?$"),
-    re.compile(r"^-lcuda$"),
-    re.compile(r"^-rdc=true$"),
-)
-"""The nvcc flags an author may add with `flags="…"`; anything else is refused."""
+DEFINE_VALUE_CHARS = "A-Za-z0-9_.+-"
+"""The only characters a `-DNAME=VALUE` value may hold: nothing a shell (nvcc runs its steps through
+/bin/sh) or the compiler driver could read as anything but a word."""
+
+_DEFINE = re.compile(r"-D([A-Za-z_][A-Za-z0-9_]*)(=[" + DEFINE_VALUE_CHARS + r"]*)?")
+
+NVCC_OPTIONS: dict[str, str | None] = {
+    "-O": r"[0-3]",
+    "-std": r"c\+\+(17|20)",
+    "-lineinfo": None,
+    "--use_fast_math": None,
+    "-use_fast_math": None,
+    "-lcuda": None,
+    "-rdc": r"true",
+    "--extended-lambda": None,
+    "--expt-relaxed-constexpr": None,
+    "-maxrregcount": r"(1[6-9]|[2-9][0-9]|1[0-9][0-9]|2[0-4][0-9]|25[0-5])",
+}
+"""The closed vocabulary of `flags=` besides -D: option → the regex its value must match in full (`-O3`,
+`-std=c++20`, `-maxrregcount=64`), or None for an option without a value. Checked by value, never by
+shape: a flag is one of these or it is refused."""
+
+MAX_PATTERN_CHARS = 256
+"""Longest `sass=` / `ptx=` / `no_sass=` / `no_ptx=` regex (RE2 keeps matching linear; this keeps its program small)."""
+
+RE2_MAX_MEM = 8 * 1024 * 1024
+"""Memory RE2 may use for one compiled check pattern; a pattern needing more is refused."""
 
 _BARE = {"run", "compile", "sketch", "chain"}
 _VALUED = {"compile_fail", "arch", "timeout", "output", "id", "uses", "flags", "sass", "no_sass", "ptx", "no_ptx"}
@@ -151,31 +167,81 @@ def _names(key: str, value: str) -> list[str]:
     return names
 
 
+def compile_check(pattern: str) -> Any:
+    """`pattern` compiled by RE2 (linear-time matching, `^`/`$` at line ends); InfoStringError when it is too long
+    or RE2 cannot take it (backreferences, lookaround). The one rule for sass=/ptx= patterns: the linter and
+    the runner both call it."""
+    import re2  # google-re2: imported here, not at import time of the grammar
+
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise InfoStringError(f"the pattern is {len(pattern)} characters long (at most {MAX_PATTERN_CHARS})")
+    options = re2.Options()
+    options.max_mem = RE2_MAX_MEM
+    options.log_errors = False
+    try:
+        return re2.compile("(?m)" + pattern, options=options)
+    except re2.error as exc:
+        why = exc.args[0] if exc.args else exc
+        why = why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why)
+        raise InfoStringError(f"RE2 cannot take this pattern ({why}): no backreferences or lookaround") from None
+
+
 def _regex(key: str, value: str) -> str:
     if not value:
         raise InfoStringError(f"{key}= needs a regular expression")
     try:
-        re.compile(value)
-    except re.error as exc:
-        raise InfoStringError(f'{key}="{value}" is not a valid regular expression: {exc}') from None
+        compile_check(value)
+    except InfoStringError as exc:
+        raise InfoStringError(f'{key}="{value[:80]}": {exc}') from None
     return value
 
 
+def check_flag(flag: str) -> None:
+    """Refuse a `flags=` word that is not in the closed vocabulary (InfoStringError naming it and the attribute)."""
+    if _DEFINE.fullmatch(flag):
+        return
+    for option, value in NVCC_OPTIONS.items():
+        if value is None:
+            if flag == option:
+                return
+            continue
+        sep = "" if option == "-O" else "="
+        if flag.startswith(option + sep) and re.fullmatch(value, flag[len(option + sep) :]):
+            return
+    raise InfoStringError(
+        f"flags=: '{flag[:80]}' is not allowed (allowed: -DNAME or -DNAME=VALUE with VALUE from [{DEFINE_VALUE_CHARS}], "
+        "-O0…-O3, -std=c++17, -std=c++20, -lineinfo, --use_fast_math, -lcuda, -rdc=true, --extended-lambda, "
+        "--expt-relaxed-constexpr, -maxrregcount=16…255)"
+    )
+
+
 def parse_flags(value: str) -> list[str]:
-    """Split `flags="…"` and check every flag against the allow-list."""
-    try:
-        flags = shlex.split(value)
-    except ValueError as exc:
-        raise InfoStringError(f'flags="{value}" cannot be split: {exc}') from None
+    """Split `flags="…"` at whitespace (no shell quoting: no quote can be part of a flag) and check every word."""
+    flags = value.split()
     if not flags:
         raise InfoStringError("flags= is empty")
     for flag in flags:
-        if not any(p.match(flag) for p in _FLAG_PATTERNS):
-            raise InfoStringError(
-                f"flag '{flag}' is not allowed (allowed: -O0…-O3, -std=c++17, -std=c++20, -lineinfo, "
-                "--use_fast_math, -DNAME[=VALUE], -lcuda, -rdc=true)"
-            )
+        check_flag(flag)
     return flags
+
+
+def check_snippet_rules(flags: list[str], checks: dict[str, list[str]]) -> None:
+    """The grammar's rules for what reaches the compiler and the regex engine, applied again to a snippet that
+    arrives from elsewhere (a queue job, a cache, a caller): every flag in the vocabulary, every check a pattern
+    RE2 takes. InfoStringError names the attribute."""
+    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
+        raise InfoStringError("flags= must be a list of words")
+    for flag in flags:
+        check_flag(flag)
+    if not isinstance(checks, dict):
+        raise InfoStringError("the sass=/ptx= checks must be a mapping")
+    for key, patterns in checks.items():
+        if key not in _REPEATABLE:
+            raise InfoStringError(f"unknown check '{key}' (known: {', '.join(sorted(_REPEATABLE))})")
+        if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+            raise InfoStringError(f"{key}= must be a list of patterns")
+        for pattern in patterns:
+            _regex(key, pattern)
 
 
 def parse_attributes(text: str) -> Attributes:

@@ -56,7 +56,7 @@ def test_compile_fail_needs_its_expected_text() -> None:
         ("arch=sm_91", "unknown architecture"),
         ('flags="-Xptxas -O0"', "not allowed"),
         ('flags="--compiler-bindir=/tmp"', "not allowed"),
-        ('sass="("', "not a valid regular expression"),
+        ('sass="("', "RE2 cannot take this pattern"),
         ('output="unclosed', "unclosed quote"),
         ("id=a,b", "one name"),
         ("uses=", "comma-separated"),
@@ -82,3 +82,77 @@ def test_flag_allow_list() -> None:
     ]
     with pytest.raises(InfoStringError):
         parse_flags("-o /etc/passwd")
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "-DX=$(ln${IFS}-sf${IFS}/proc/self/environ${IFS}keep/0.ptx)",  # the issue's fence: a shell command
+        "-DX=`id`",
+        "-DX=1;id",
+        "-DX=1|id",
+        "-DX=a&b",
+        "-DX=<in",
+        "-DX='q'",
+        '-DX=\\"q\\"',
+        "-DX=a\\b",
+        "-DX=1,--compiler-bindir=/tmp",
+        "-D9X=1",
+        "-O4",
+        "-std=c++98",
+        "-maxrregcount=8",
+        "-maxrregcount=64;id",
+        "-Xcompiler",
+        "-fplugin=x.so",
+        "--compiler-bindir=/tmp",
+        "-I/etc",
+        "-include",
+        "-o",
+    ],
+)
+def test_flags_outside_the_vocabulary_are_refused_naming_the_attribute(flag: str) -> None:
+    with pytest.raises(InfoStringError, match="flags=") as info:
+        parse_attributes(f'compile flags="{flag}"')
+    assert "not allowed" in str(info.value) or "quote" in str(info.value)
+
+
+def test_flags_vocabulary_accepts_defines_and_named_options_with_valid_values() -> None:
+    words = "-DN=4 -DNAME -DV=1.5e+3 -DT=a_b-c -O3 -std=c++17 -maxrregcount=128 --extended-lambda --expt-relaxed-constexpr"
+    assert parse_flags(words) == words.split()
+
+
+def test_check_snippet_rules_is_the_same_rule_for_snippets_from_elsewhere() -> None:
+    from snippets.attributes import check_snippet_rules
+
+    check_snippet_rules(["-DN=4"], {"sass": ["HGMMA"], "no_ptx": ["ld\\.local"]})
+    with pytest.raises(InfoStringError, match="flags="):
+        check_snippet_rules(["-DX=$(id)"], {})
+    with pytest.raises(InfoStringError, match="ptx="):
+        check_snippet_rules([], {"ptx": ["(?<=a)b"]})
+    with pytest.raises(InfoStringError, match="unknown check"):
+        check_snippet_rules([], {"output": ["x"]})
+
+
+@pytest.mark.parametrize(
+    ("info", "message"),
+    [
+        ('ptx="(a)\\\\1"', "RE2 cannot take"),
+        ('sass="(?=x)"', "RE2 cannot take"),
+        ('no_sass="(?<!x)y"', "RE2 cannot take"),
+        ("ptx=" + "a" * 300, "characters long"),
+    ],
+)
+def test_patterns_re2_cannot_take_are_errors(info: str, message: str) -> None:
+    with pytest.raises(InfoStringError, match=message):
+        parse_attributes(info)
+
+
+def test_a_catastrophic_pattern_is_linear_under_re2() -> None:
+    import time
+
+    from snippets.attributes import compile_check
+
+    pattern = compile_check("(a+)+Q")
+    start = time.monotonic()
+    assert pattern.search("a" * 200_000) is None
+    assert time.monotonic() - start < 1.0
