@@ -111,3 +111,32 @@ def test_cells_round_trip_through_jsonl(tmp_path: Path) -> None:
     cell = MatrixCell("p:1", "p", "sm_90a", "13.0", "nvcc 13.0.88", "h", "compile", "cuda", "pass", registers=8)
     write_cells(tmp_path / "m.jsonl", [cell])
     assert read_cells(tmp_path / "m.jsonl") == [cell]
+
+
+def test_the_mcp_tool_get_sass_answers_with_the_listing_and_its_matrix(tmp_path: Path, store) -> None:  # type: ignore[no-untyped-def]
+    import anyio
+    from mcp import Client
+
+    from app.agents.mcp_server import build_server
+
+    evidence = tmp_path / "ev"
+    shutil.copytree(FIXTURES / "matrix_evidence", evidence)
+    server = build_server(lambda: store, "http://kw", evidence)
+
+    async def conversation() -> list[tuple[bool, str]]:
+        async with Client(server) as client:
+            answers = []
+            for args in (
+                {"snippet_id": "matrix-axpy:3", "target": "sm_100a", "toolchain": "13.0"},
+                {"snippet_id": "matrix-axpy:3", "kind": "ptx"},
+                {"snippet_id": "matrix-axpy:1", "target": "sm_80"},
+            ):
+                result = await client.call_tool("get_sass", args)
+                answers.append((bool(result.is_error), "\n".join(b.text for b in result.content if hasattr(b, "text"))))
+            return answers
+
+    (e1, sass), (e2, ptx), (e3, missing) = anyio.run(conversation)
+    assert not e1 and sass.startswith("# SASS of matrix-axpy:3 for sm_100a, nvcc 13.0.88 (CUDA 13.0)")
+    assert "UTMALDG" in sass and "known good: CUDA 13.0–13.1" in sass and "```sass" in sass
+    assert not e2 and "```ptx" in ptx and "cp.async.bulk.tensor" in ptx
+    assert e3 and "target: 'sm_80' is not a target" in missing
