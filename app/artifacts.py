@@ -33,11 +33,13 @@ FAMILY_ALIASES = {
 """SASS mnemonics whose page is found through a PTX name when no page lists the mnemonic itself as an alias."""
 
 
-def matrix_data(request: Any) -> MatrixData:
-    """The app's matrix reader (`request.app.state.matrix`), made on first use from the evidence folder setting."""
-    data = getattr(request.app.state, "matrix", None)
+def matrix_data(holder: Any) -> MatrixData:
+    """The app's matrix reader (`app.state.matrix`), made on first use from the evidence folder setting;
+    `holder` is the app or a request."""
+    app = getattr(holder, "app", holder)
+    data = getattr(app.state, "matrix", None)
     if data is None:
-        data = request.app.state.matrix = MatrixData(request.app.state.settings.evidence)
+        data = app.state.matrix = MatrixData(app.state.settings.evidence)
     return data
 
 

@@ -76,6 +76,18 @@ def _error(request: Request, title: str, message: str) -> Response:
     return html_page(request, "sass.html", {"title": title, "error": message}, status=404)
 
 
+def install_matrix_line(app: Any) -> None:
+    """Make `toolchain_matrix(snippet_id)` available to the page template (_matrix.html): the snippet's matrix or None."""
+
+    def toolchain_matrix(snippet_id: str) -> dict[str, Any] | None:
+        data = matrix_data(app)
+        if not data.snippet_cells(snippet_id):
+            return None
+        return data.matrix(snippet_id)
+
+    app.state.web.env.globals["toolchain_matrix"] = toolchain_matrix
+
+
 @router.get("/snippets/{snippet_id}/sass")
 def sass_view(
     request: Request, store: StoreDep, conn: ConnDep, snippet_id: str, target: Param = None, toolchain: Param = None

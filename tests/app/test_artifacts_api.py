@@ -103,6 +103,10 @@ def test_the_sass_page_interleaves_source_lines_and_links_families_without_scrip
     assert "known good: CUDA 13.0–13.1" in text and "registers" in text
     diff = client.get("/snippets/matrix-axpy:1/diff", params={"a": "sm_90a", "b": "sm_100a"})
     assert diff.status_code == 200 and "Only in sm_90a" in diff.text and 'class="changed"' in diff.text
+    wiki_page = client.get("/pages/matrix-axpy").text  # the page shows each snippet's matrix line under its evidence
+    assert (
+        '<a href="/snippets/matrix-axpy%3A3/sass">SASS</a> · known good: CUDA 13.0–13.1 (2 toolchains: 13.0, 13.1)' in wiki_page
+    )
     missing = client.get("/snippets/matrix-axpy:1/sass", params={"target": "sm_80"})
     assert missing.status_code == 404 and "target:" in missing.text
 
