@@ -180,3 +180,50 @@ def test_flips_between_neighbouring_toolchains_are_found_by_kind():
     assert [f.kind for f in find_flips(xfail)] == ["compile_fail compiles"]
     assert known_good(xfail) == "known good: CUDA 13.0 · fail since 13.1"
     assert known_good([_cell("12.9", "fail"), _cell("13.0", "fail")]) == "known good: none · fail on CUDA 12.9–13.0"
+
+
+PTX_PAGE = """---
+id: ptx-only
+title: A PTX module
+type: concept
+architectures: [sm90a]
+---
+
+```ptx
+.version 8.0
+.target sm_90a
+.address_size 64
+
+.visible .entry noop()
+{
+	ret;
+}
+```
+"""
+
+
+def test_the_cli_installs_selects_and_runs_the_matrix_and_names_what_is_wrong(tmp_path, toolchains_root, monkeypatch):
+    from typer.testing import CliRunner
+
+    from app.cli import cli
+
+    runner = CliRunner()
+    monkeypatch.setenv("KERNELWIKI_TOOLCHAINS", str(toolchains_root))
+    bad = runner.invoke(cli, ["toolchains", "install", "11.8"])
+    assert bad.exit_code == 1 and "only 12.x and 13.x" in bad.output
+    missing = runner.invoke(cli, ["verify", "--wiki", str(FIXTURE), "--toolchain", "13.9", "--no-store"])
+    assert missing.exit_code == 2 and "--toolchain: CUDA 13.9 is not installed" in missing.output
+    wiki, evidence = tmp_path / "wiki", tmp_path / "evidence"
+    wiki.mkdir()
+    (wiki / "ptx.md").write_text(PTX_PAGE, encoding="utf-8")
+    monkeypatch.setenv("KERNELWIKI_EVIDENCE", str(evidence))
+    monkeypatch.chdir(tmp_path)  # the result cache under .kernelwiki/ of this folder
+    done = runner.invoke(cli, ["matrix", "--wiki", str(wiki), "--toolchains", f"{SYSTEM},{WHEEL_RELEASE}"])
+    assert done.exit_code == 0, done.output
+    assert "matrix: 2 cells" in done.output and "0 flips" in done.output
+    cells = read_cells(evidence / "matrix" / "cells.jsonl")
+    assert [(c.snippet_id, c.release, c.status) for c in cells] == [
+        ("ptx-only:1", "13.0", "pass"),
+        ("ptx-only:1", "13.1", "pass"),
+    ]
+    assert all((evidence / "artifacts" / c.sass[:2] / f"{c.sass}.txt.gz").is_file() for c in cells if c.sass)
