@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -156,8 +156,11 @@ def run_matrix(
     jobs: int = 2,
     cache_dir: Path | str | None = None,
     isolation: str | None = None,
+    progress: Callable[[str, float, int, int], None] | None = None,
 ) -> MatrixReport:
-    """Verify compile-only with each toolchain in `releases` ("system" included) and collect the cells."""
+    """Verify compile-only with each toolchain in `releases` ("system" included) and collect the cells.
+
+    `progress(release, seconds, builds, cache_hits)` after each toolchain."""
     report = MatrixReport()
     for name in releases:
         tc = select_toolchain(name, toolchains_root)
@@ -180,6 +183,8 @@ def run_matrix(
         report.builds[release], report.cache_hits[release] = result.builds, result.cache_hits
         report.releases.append(release)
         report.cells += cells_from_records(result.records, release, tc)
+        if progress is not None:
+            progress(release, report.seconds[release], result.builds, result.cache_hits)
     report.releases.sort(key=release_key)
     report.flips = find_flips(report.cells)
     return report

@@ -80,7 +80,11 @@ def packages_for(release: str) -> list[str]:
     if major == 12:
         return [f"nvidia-cuda-nvcc-cu12=={release}.*"]
     if major == 13:
-        return [f"nvidia-{name}=={release}.*" for name in ("cuda-nvcc", "nvvm", "cuda-crt", "cuda-runtime", "cuda-cccl")]
+        pinned = [f"nvidia-{name}=={release}.*" for name in ("cuda-nvcc", "nvvm", "cuda-crt", "cuda-runtime")]
+        # nvidia-cuda-cccl follows the CUDA release up to 13.2 (13.2.86); from 13.3 on its version is "13." + CCCL's own
+        # (13.3.5.0.6 = CCCL 3.5.0.6) and no 13.4.*/13.5.* exists: those take the newest CCCL made for CUDA 13.
+        cccl = f"nvidia-cuda-cccl=={release}.*" if int(m.group(2)) <= 2 else "nvidia-cuda-cccl>=13.3,<14"
+        return [*pinned, cccl]
     raise ToolchainError(f"CUDA {release}: only 12.x and 13.x toolchains come as pip wheels")
 
 
