@@ -103,6 +103,9 @@ def run_and_write(
         targets=targets,
         jobs=jobs,
         isolation=isolation,
+        progress=lambda release, seconds, builds, hits: out.print(
+            f"CUDA {release}: {seconds:.1f} s, {builds} built, {hits} from the cache", highlight=False
+        ),
     )
     path = evidence / MATRIX_FILE
     fresh = {(c.snippet_id, c.target, c.release) for c in report.cells}
@@ -118,12 +121,6 @@ def run_and_write(
     cells = kept + report.cells
     write_cells(path, cells)
     flips = find_flips(cells)
-    for release in report.releases:
-        out.print(
-            f"CUDA {release}: {report.seconds.get(release, 0):.1f} s, {report.builds.get(release, 0)} built, "
-            f"{report.cache_hits.get(release, 0)} from the cache",
-            highlight=False,
-        )
     out.print(
         f"matrix: {len(report.cells)} cells ({len(cells)} kept in {path}), {len(flips)} flips, "
         f"{time.monotonic() - started:.1f} s",

@@ -1,5 +1,6 @@
 #!/bin/bash
-T=${KERNELWIKI_TOOLCHAINS:-.kernelwiki/toolchains}
+T=$(realpath "${KERNELWIKI_TOOLCHAINS:-.kernelwiki/toolchains}")
+cd "$(mktemp -d)"  # scratch modules
 for p in $T/12.8/nvidia/cuda_nvcc/bin/ptxas $T/12.9/nvidia/cuda_nvcc/bin/ptxas /usr/local/cuda/bin/ptxas $T/13.3/nvidia/cu13/bin/ptxas; do
  ok=""
  for v in 8.0 8.5 8.6 8.7; do

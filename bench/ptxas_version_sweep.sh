@@ -1,6 +1,7 @@
 #!/bin/bash
 # ptxas sweep: which PTX ISA version / target each ptxas accepts for tcgen05.alloc and setmaxnreg
-T=${KERNELWIKI_TOOLCHAINS:-.kernelwiki/toolchains}
+T=$(realpath "${KERNELWIKI_TOOLCHAINS:-.kernelwiki/toolchains}")
+cd "$(mktemp -d)"  # scratch modules
 declare -A PTXAS=([12.8]=$T/12.8/nvidia/cuda_nvcc/bin/ptxas [12.9]=$T/12.9/nvidia/cuda_nvcc/bin/ptxas [13.0]=/usr/local/cuda/bin/ptxas [13.1]=$T/13.1/nvidia/cu13/bin/ptxas [13.2]=$T/13.2/nvidia/cu13/bin/ptxas [13.3]=$T/13.3/nvidia/cu13/bin/ptxas)
 mod() { # version target body
 cat <<P
