@@ -148,7 +148,7 @@ def run_gpu_worker(
     targets = [targets] if isinstance(targets, str) else list(targets)
     settings = shed_secrets(settings)
     if verify is None:
-        gpus, toolchain = check_targets(targets)
+        gpus, toolchain = check_targets(targets, settings.toolchain)
         check_sandbox(settings.isolation)
         verify = runner_verify(gpus, toolchain, settings.worker_cache, settings.isolation)
         toolchain_label = toolchain.label
