@@ -98,7 +98,9 @@ def test_the_sass_page_interleaves_source_lines_and_links_families_without_scrip
     page = client.get("/snippets/matrix-axpy:3/sass", params={"target": "sm_90a"})
     assert page.status_code == 200 and "Content-Security-Policy" in page.headers
     text = page.text
-    assert '<a class="op fam-tma" href="/pages/hw-tma">UTMALDG' in text  # family coloured and linked through the alias
+    # one instruction a line; the family coloured and linked to its page through the alias
+    assert '\n    <a class="op fam-tma" href="/pages/hw-tma">UTMALDG.1D [UR1], [UR3] ;</a>\n' in text
+    assert '<span class="src">// snippet 7</span>\n    EXIT ;\n</code>' in text
     assert '<span class="src">// snippet 6</span>' in text
     assert "known good: CUDA 13.0–13.1" in text and "registers" in text
     diff = client.get("/snippets/matrix-axpy:1/diff", params={"a": "sm_90a", "b": "sm_100a"})
