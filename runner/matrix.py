@@ -26,7 +26,7 @@ from runner.evidence import EvidenceRecord
 from runner.status import worst
 from runner.toolchain import Toolchain
 from runner.toolchains import SYSTEM, release_key, select_toolchain
-from runner.verify import verify
+from runner.verify import load_snippets, verify
 
 REGISTER_FLIP = 0.20
 """Registers moving by this fraction (or more) between neighbouring toolchains is a flip."""
@@ -162,6 +162,7 @@ def run_matrix(
 
     `progress(release, seconds, builds, cache_hits)` after each toolchain."""
     report = MatrixReport()
+    snippets, _ = load_snippets(pages_root, pages)  # once for every toolchain (the page problems are lint's business)
     for name in releases:
         tc = select_toolchain(name, toolchains_root)
         release = tc.nvcc_release or name
@@ -178,6 +179,7 @@ def run_matrix(
             toolchain=tc,
             isolation=isolation,
             artifacts=store,
+            snippets=snippets,
         )
         report.seconds[release] = round(time.monotonic() - started, 2)
         report.builds[release], report.cache_hits[release] = result.builds, result.cache_hits
