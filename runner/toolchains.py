@@ -128,6 +128,7 @@ def install_toolchain(release: str, root: Path, *, pip_args: list[str] | None = 
     folder = root / release
     result = InstallResult(release, str(folder))
     if (folder / MANIFEST).is_file() and not force:
+        complete_layout(folder)  # installs made before the layout links
         data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
         result.packages, result.bytes_on_disk, result.already = data.get("packages", {}), data.get("bytes_on_disk", 0), True
         return result
@@ -144,11 +145,36 @@ def install_toolchain(release: str, root: Path, *, pip_args: list[str] | None = 
         lines = [ln for ln in (done.stderr or done.stdout).splitlines() if "ERROR" in ln] or (done.stderr or "").splitlines()[-3:]
         result.error = f"pip install {' '.join(wanted)} failed: " + " / ".join(lines)[:600]
         return result
+    complete_layout(folder)
     result.packages = _installed_versions(folder)
     result.bytes_on_disk = _folder_size(folder)
     manifest = {"release": release, "packages": result.packages, "bytes_on_disk": result.bytes_on_disk, "seconds": result.seconds}
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return result
+
+
+LAYOUT = "layout-2"
+"""Version of what `complete_layout` adds; part of a wheel toolchain's fingerprint."""
+
+_LAYOUT_LINKS = (("lib64", "lib"), ("targets/x86_64-linux/include", "../../include"), ("targets/x86_64-linux/lib", "../../lib"))
+
+
+def complete_layout(folder: Path) -> None:
+    """Give a 13.x wheel install the toolkit layout its own nvcc.profile expects.
+
+    nvcc.profile links with `-L$(TOP)/targets/x86_64-linux/lib` (and includes from
+    `targets/x86_64-linux/include`), which the wheels do not have: every program failed to link
+    (`ld: cannot find -lcudart_static`). The links are relative and stay inside the install folder
+    (the folder the sandbox binds); /usr/local/cuda-13.0 of this machine has the same three.
+    """
+    for top in folder.glob("nvidia/cu1*"):
+        if not (top / "bin" / "nvcc").is_file():
+            continue
+        for name, target in _LAYOUT_LINKS:
+            link = top / name
+            if not link.exists() and not link.is_symlink():
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(target)
 
 
 def _tool(folder: Path, name: str) -> str | None:
@@ -207,7 +233,7 @@ def select_toolchain(release: str, root: Path) -> Toolchain:
                     tc.nvcc_release, tc.nvcc_version = m.group(1), m.group(2)
                     tc.nvcc_build = "ptxas-only"
         # The wheels installed are part of what builds (a missing header package changes results): in the fingerprint.
-        tc.nvcc_build = f"{tc.nvcc_build}+" + ",".join(f"{k}=={v}" for k, v in sorted(wheels.items()))
+        tc.nvcc_build = f"{tc.nvcc_build}+{LAYOUT}+" + ",".join(f"{k}=={v}" for k, v in sorted(wheels.items()))
     if nvdisasm:
         tc.nvdisasm = nvdisasm
     if cuobjdump:

@@ -123,13 +123,19 @@ def test_sm_90a_against_sm_100a_aligns_by_source_line_and_names_families_on_one_
     assert diff.resources["registers"] == [12, 14]
 
 
-def test_toolchains_install_into_a_project_folder_and_refuse_unknown_releases(toolchains_root):
+def test_toolchains_install_into_a_project_folder_and_refuse_unknown_releases(tmp_path, toolchains_root):
     assert WHEEL_RELEASE in installed_releases(toolchains_root)
     again = install_toolchain(WHEEL_RELEASE, toolchains_root)
     assert again.already and again.packages["nvidia-cuda-nvcc"].startswith("13.1.")
     tc = select_toolchain(WHEEL_RELEASE, toolchains_root)
     assert tc.nvcc_release == "13.1" and str(toolchains_root) in str(tc.nvcc)
-    assert "nvidia-cuda-cccl==" in tc.fingerprint  # the wheel set is part of every cache key
+    assert "nvidia-cuda-cccl==" in tc.fingerprint and "layout-2" in tc.fingerprint  # part of every cache key
+    # A program links with the wheel's cudart (its nvcc.profile looks under targets/x86_64-linux/lib), in the sandbox.
+    work = tmp_path / "link"
+    work.mkdir()
+    (work / "p.cu").write_text("__global__ void k(int* x) { *x = 1; }\nint main() { k<<<1, 1>>>(nullptr); return 0; }\n")
+    linked = run_process([str(tc.nvcc), "-gencode=arch=compute_90a,code=sm_90a", "p.cu", "-o", "p"], work, 240)
+    assert linked.exit_code == 0, linked.output
     assert packages_for("12.9") == ["nvidia-cuda-nvcc-cu12==12.9.*"]
     with pytest.raises(ToolchainError, match="MAJOR.MINOR"):
         packages_for("13")
