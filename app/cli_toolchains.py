@@ -88,15 +88,22 @@ def run_and_write(
     """Run the matrix and merge its cells into EVIDENCE/matrix/cells.jsonl; returns the exit code (1: a cell failed)."""
     from app.artifacts import ARTIFACTS_DIR, MATRIX_FILE
     from runner.artifacts import ArtifactStore
-    from runner.matrix import find_flips, read_cells, run_matrix, write_cells
+    from runner.matrix import find_flips, matrix_stamp, read_cells, run_matrix, write_cells
     from runner.status import FAILING
     from runner.toolchains import expand
 
     base = _root(root)
     started = time.monotonic()
+    names = expand(names, base)
+    path = evidence / MATRIX_FILE
+    stamp_file = path.with_name("stamp")
+    stamp = matrix_stamp(wiki, names, base, [str(pages), str(targets)])
+    if path.is_file() and stamp_file.is_file() and stamp_file.read_text(encoding="utf-8").strip() == stamp:
+        out.print(f"matrix: nothing changed (pages, toolchains, runner), {time.monotonic() - started:.2f} s", highlight=False)
+        return 1 if any(c.status in FAILING for c in read_cells(path)) else 0
     report = run_matrix(
         wiki,
-        expand(names, base),
+        names,
         base,
         store=ArtifactStore(evidence / ARTIFACTS_DIR),
         pages=pages,
@@ -107,7 +114,6 @@ def run_and_write(
             f"CUDA {release}: {seconds:.1f} s, {builds} built, {hits} from the cache", highlight=False
         ),
     )
-    path = evidence / MATRIX_FILE
     fresh = {(c.snippet_id, c.target, c.release) for c in report.cells}
     ran_pages = {c.page_id for c in report.cells}
     kept = []
@@ -120,6 +126,7 @@ def run_and_write(
         ]
     cells = kept + report.cells
     write_cells(path, cells)
+    stamp_file.write_text(stamp + "\n", encoding="utf-8")
     flips = find_flips(cells)
     out.print(
         f"matrix: {len(report.cells)} cells ({len(cells)} kept in {path}), {len(flips)} flips, "

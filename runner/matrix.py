@@ -14,6 +14,7 @@ a new ptxas warning. `known_good` turns a snippet's row into one line: "known go
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable
@@ -64,12 +65,15 @@ class MatrixCell:
     timestamp: str = ""  # when observed
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {name: getattr(self, name) for name in _CELL_FIELDS}  # asdict() deep-copies: 10x slower on a matrix
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MatrixCell:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+_CELL_FIELDS = tuple(f.name for f in fields(MatrixCell))
 
 
 @dataclass
@@ -190,6 +194,31 @@ def run_matrix(
     report.releases.sort(key=release_key)
     report.flips = find_flips(report.cells)
     return report
+
+
+def matrix_stamp(pages_root: Path | str, names: list[str], toolchains_root: Path, extra: list[str] | None = None) -> str:
+    """What a matrix run depends on, hashed: every page file's bytes, each toolchain's identity (an installed
+    release's wheel manifest, the system nvcc's `--version`), the disassembler, the runner's version and `extra`.
+    The same stamp as the last run means nothing changed: the cells on disk are current (a warm run)."""
+    from runner.toolchain import _run_version, discover_toolchain  # the system nvcc's identity, as its fingerprint says
+    from runner.toolchains import DISASM, MANIFEST
+    from runner.verify import RUNNER_VERSION
+    from snippets.page import iter_page_files
+
+    digest = hashlib.sha256(f"{RUNNER_VERSION}|{extra or []}".encode())
+    root = Path(pages_root)
+    for path in iter_page_files(root):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for name in [*names, DISASM]:
+        manifest = toolchains_root / name / MANIFEST
+        if manifest.is_file():
+            digest.update(manifest.read_bytes())
+        elif name == SYSTEM:
+            tc = discover_toolchain()
+            digest.update(f"{tc.fingerprint}|{_run_version([tc.nvcc]) if tc.nvcc else ''}".encode())
+        else:
+            digest.update(f"missing {name}".encode())
+    return digest.hexdigest()
 
 
 def _by_row(cells: Iterable[MatrixCell]) -> dict[tuple[str, str], list[MatrixCell]]:

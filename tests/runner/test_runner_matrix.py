@@ -233,6 +233,11 @@ def test_the_cli_installs_selects_and_runs_the_matrix_and_names_what_is_wrong(tm
         ("ptx-only:1", "13.1", "pass"),
     ]
     assert all((evidence / "artifacts" / c.sass[:2] / f"{c.sass}.txt.gz").is_file() for c in cells if c.sass)
+    again = runner.invoke(cli, ["matrix", "--wiki", str(wiki), "--toolchains", f"{SYSTEM},{WHEEL_RELEASE}"])
+    assert again.exit_code == 0 and "matrix: nothing changed" in again.output  # warm: one stamp compared
+    (wiki / "ptx.md").write_text(PTX_PAGE.replace("ret;", "ret;\n\tret;"), encoding="utf-8")
+    edited = runner.invoke(cli, ["matrix", "--wiki", str(wiki), "--toolchains", f"{SYSTEM},{WHEEL_RELEASE}"])
+    assert "nothing changed" not in edited.output and edited.output.count("1 built, 0 from the cache") == 2
 
 
 def test_artifacts_are_stored_once_by_content_and_capped_per_snippet(tmp_path, monkeypatch):
