@@ -87,11 +87,12 @@ def index(
     from app.main import queue_changed_snippets
 
     queue_changed_snippets(settings, store, report.changed_snippets)
-    for d in report.diagnostics:
+    for d in report.skipped + report.diagnostics:
         typer.echo(str(d), err=True)
     out.print(
         f"indexed {settings.wiki}: {len(report.added)} added, {len(report.updated)} updated, "
-        f"{len(report.removed)} removed, {report.unchanged} unchanged, {len(report.failed)} with errors "
+        f"{len(report.removed)} removed, {report.unchanged} unchanged, {len(report.failed)} with errors, "
+        f"{len(report.skipped)} skipped (not pages) "
         f"in {report.seconds:.2f}s; evidence: {loaded.inserted} new records",
         highlight=False,
         soft_wrap=True,
@@ -109,6 +110,8 @@ def lint(
     """Check every page, and its confidence/evidence_level against its snippets' evidence; exit 1 on errors."""
     from app.claims import lint_claims, read_evidence
     from app.pages import links_leaving, load_wiki
+    from app.perf import lint_claims_sources, read_claims
+    from app.reproducibility import lint_reproducibility
     from snippets.extract import extract_snippets
 
     settings = settings_for(wiki, None, evidence=evidence)
@@ -124,15 +127,54 @@ def lint(
         diags += [p for p in problems]
     records, unreadable = read_evidence(settings.evidence)
     diags += lint_claims(wiki_data.pages.values(), snippets_by_page, records)
+    diags += lint_reproducibility(wiki_data.pages.values(), snippets_by_page, records)
+    for page in wiki_data.pages.values():  # performance_claims: their shape, and sources that name a page
+        claims, problems = read_claims(page)
+        diags += problems + lint_claims_sources(page, claims, set(wiki_data.pages))
     for line in unreadable:
         typer.echo(line, err=True)
     for d in sorted(diags, key=lambda d: (d.path, d.line)):
         typer.echo(str(d), err=True)
     errors = sum(1 for d in diags if d.severity == "error") + len(unreadable)
-    warnings = len(diags) + len(unreadable) - errors
-    out.print(f"{len(wiki_data.pages)} pages, {errors} errors, {warnings} warnings", highlight=False)
+    skipped = sum(1 for d in diags if d.severity == "info")
+    warnings = len(diags) + len(unreadable) - errors - skipped
+    out.print(
+        f"{len(wiki_data.pages)} pages, {errors} errors, {warnings} warnings" + (f", {skipped} files skipped" if skipped else ""),
+        highlight=False,
+    )
     if errors:
         raise typer.Exit(1)
+
+
+@cli.command()
+def adopt(
+    wiki: WikiOpt = None,
+    write: Annotated[bool, typer.Option("--write", help="add the certain attributes to the fence lines")] = False,
+) -> None:
+    """Per code block that declares no attributes: what it is (program, unit, fragment, …) and what would make it verifiable."""
+    from app.pages import load_wiki
+    from snippets.adopt import advise, write_attributes
+
+    settings = settings_for(wiki, None)
+    if not settings.wiki.is_dir():
+        err.print(f"{settings.wiki}: error: not a folder", markup=False)
+        raise typer.Exit(1)
+    wiki_data = load_wiki(settings.wiki)
+    root = wiki_data.repository.root if wiki_data.repository else settings.wiki
+    counts: dict[str, int] = {}
+    changed = 0
+    for page in sorted(wiki_data.pages.values(), key=lambda p: p.path):
+        advice = advise(page.path, page.body, page.body_line)
+        for a in advice:
+            typer.echo(str(a))
+            counts[a.classification.kind] = counts.get(a.classification.kind, 0) + 1
+        if write and advice:
+            changed += write_attributes(root / page.path, advice)
+    summary = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "none"
+    out.print(
+        f"{sum(counts.values())} blocks without attributes ({summary})" + (f"; {changed} fences written" if write else ""),
+        highlight=False,
+    )
 
 
 @cli.command()

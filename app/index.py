@@ -24,26 +24,31 @@ from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
 from app.db import chunks, index_generation
+from app.facets import facet_rows
 from app.markdown import render
 from app.models import (
     AliasRow,
     ArchitectureRow,
     DiagnosticRow,
+    FacetRow,
     FileRow,
     LanguageRow,
     LinkRow,
     PageRow,
+    PerformanceClaimRow,
     SectionRow,
     SnippetRow,
     StateRow,
     TagRow,
 )
 from app.pages import links_leaving
+from app.perf import rows_for as perf_rows
 from snippets.architectures import family
 from snippets.diagnostic import Diagnostic
 from snippets.page import Page, inside, parse_page
+from snippets.repository import Repository, not_a_page, open_repository, skill_folders
 
-PAGE_TABLES = (AliasRow, TagRow, LanguageRow, ArchitectureRow, SectionRow, SnippetRow)
+PAGE_TABLES = (AliasRow, TagRow, LanguageRow, ArchitectureRow, SectionRow, SnippetRow, FacetRow, PerformanceClaimRow)
 PARALLEL_THRESHOLD = 256
 """Files to parse before the work is spread over processes (start-up costs about half a second)."""
 
@@ -59,6 +64,7 @@ class IndexReport:
     failed: list[str] = field(default_factory=list)  # paths of files with errors (not indexed)
     changed_snippets: list[str] = field(default_factory=list)  # snippet ids whose content hash is new
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    skipped: list[Diagnostic] = field(default_factory=list)  # info lines: Markdown files that are not pages
     seconds: float = 0.0
 
 
@@ -131,7 +137,19 @@ class _Rows:
 
     def __init__(self) -> None:
         self.by_table: dict[Any, list[dict[str, Any]]] = {
-            t: [] for t in (PageRow, AliasRow, TagRow, LanguageRow, ArchitectureRow, LinkRow, SectionRow, SnippetRow)
+            t: []
+            for t in (
+                PageRow,
+                AliasRow,
+                TagRow,
+                LanguageRow,
+                ArchitectureRow,
+                LinkRow,
+                SectionRow,
+                SnippetRow,
+                FacetRow,
+                PerformanceClaimRow,
+            )
         }
 
     def add_page(self, prep: Prepared, next_section: int) -> int:
@@ -174,6 +192,8 @@ class _Rows:
         rows[TagRow] += [{"page_id": page.id, "tag": t} for t in page.tags]
         rows[LanguageRow] += [{"page_id": page.id, "language": lang} for lang in page.languages]
         rows[ArchitectureRow] += [{"page_id": page.id, "arch": a, "family": family(a)} for a in page.architectures]
+        rows[FacetRow] += facet_rows(page)
+        rows[PerformanceClaimRow] += perf_rows(page)
         rows[LinkRow] += [
             {"source_id": page.id, "target_id": t, "kind": kind, "resolved": False}
             for kind in ("related", "sources")
@@ -230,15 +250,19 @@ def bulk_insert(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> Non
         conn.exec_driver_sql(sql, [tuple(r[c] for c in columns) for r in chunk])
 
 
-def _fast_walk(root: Path) -> dict[str, tuple[str, int, int]]:
-    """rel path → (path, mtime_ns, size) of every page file (os.scandir: one stat per file).
+def _fast_walk(root: Path, repo: Repository | None = None) -> tuple[dict[str, tuple[str, int, int]], list[Diagnostic]]:
+    """(rel path → (path, mtime_ns, size) of every page file, an info line per Markdown file that is not a page).
 
-    Folder links are not followed, and a file link counts only when its real path
-    stays under the root (app.pages.links_leaving warns about the others).
+    os.scandir: one stat per file. Only the repository's page folders are walked
+    (snippets/repository.py); folder links are not followed, and a file link counts
+    only when its real path stays under the root (app.pages.links_leaving warns about the others).
     """
     found: dict[str, tuple[str, int, int]] = {}
+    skipped: list[Diagnostic] = []
     real_root = os.path.realpath(root)
-    stack = [(root, "")]
+    folders = repo.page_folders if repo is not None else [""]
+    skills = skill_folders(root, folders) if repo is not None and repo.is_layout else set()
+    stack = [(root / top if top else root, top + "/" if top else "") for top in folders]
     while stack:
         folder, prefix = stack.pop()
         try:
@@ -253,9 +277,16 @@ def _fast_walk(root: Path) -> dict[str, tuple[str, int, int]]:
             elif entry.name.endswith(".md") and entry.is_file():
                 if entry.is_symlink() and not inside(os.path.realpath(entry.path), real_root):
                     continue
+                rel = prefix + entry.name
+                reason = not_a_page(rel) or next(
+                    (f"part of the agent skill bundle {s}/, not a page" for s in skills if rel.startswith(s + "/")), None
+                )
+                if reason is not None:
+                    skipped.append(Diagnostic(rel, 1, "info", f"skipped: {reason}"))
+                    continue
                 st = entry.stat()
-                found[prefix + entry.name] = (entry.path, st.st_mtime_ns, st.st_size)
-    return dict(sorted(found.items()))
+                found[rel] = (entry.path, st.st_mtime_ns, st.st_size)
+    return dict(sorted(found.items())), sorted(skipped, key=lambda d: d.path)
 
 
 def bump_generation(conn: Connection) -> None:
@@ -272,7 +303,8 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
     started = time.perf_counter()
     report = IndexReport()
     root = Path(root).resolve()
-    on_disk = _fast_walk(root) if root.is_dir() else {}
+    repo = open_repository(root) if root.is_dir() else None
+    on_disk, skipped = _fast_walk(root, repo) if root.is_dir() else ({}, [])
 
     with engine.begin() as conn:
         if conn.dialect.name == "sqlite":
@@ -336,6 +368,8 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
             if page is None:
                 failed.add(prep.rel)
             else:
+                if repo is not None and repo.aliases:
+                    page.aliases = page.aliases + repo.aliases_for(page.id, page.aliases)  # data/aliases.yaml merged
                 pages.append(page)
                 accepted.append(prep)
             report.diagnostics.extend(prep.diagnostics)
@@ -394,6 +428,7 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
         report.updated = sorted(new_ids & previous)
         report.removed = sorted(previous - new_ids)
         report.failed = sorted(failed)
+    report.skipped = skipped  # reported on every reindex, never stored: they are not pages
     if root.is_dir():
         report.diagnostics.extend(links_leaving(root))  # reported on every reindex, never stored: they are not pages
     report.seconds = time.perf_counter() - started

@@ -81,6 +81,36 @@ class ArchitectureRow(SQLModel, table=True):
     family: str = Field(index=True)
 
 
+class FacetRow(SQLModel, table=True):
+    """A value of a list field a repository's pages classify themselves by: techniques, hardware_features, kernel_types,
+    symptoms, candidate_techniques, a PR's repo (app/facets.py names them). Feeds the facets and the queries/ views."""
+
+    __tablename__ = "facet"
+    __table_args__ = (Index("ix_facet_name_value", "facet", "value", "page_id"),)  # (0007)
+    id: int | None = Field(default=None, primary_key=True)
+    page_id: str = Field(index=True)
+    facet: str  # the front-matter field
+    value: str
+
+
+class PerformanceClaimRow(SQLModel, table=True):
+    """One item of a page's `performance_claims` (app/perf.py reads them; d25measure binds them to measurements)."""
+
+    __tablename__ = "performance_claim"
+    id: int | None = Field(default=None, primary_key=True)
+    page_id: str = Field(index=True)
+    position: int  # 1-based order on the page
+    gpu: str | None = Field(default=None, index=True)
+    dtype: str | None = None
+    shape: str | None = None
+    metric: str | None = Field(default=None, index=True)
+    value: float | None = None  # None when the page wrote something that is not a number (kept in `data`)
+    utilization: str | None = None
+    source_id: str | None = None
+    source_locator: str | None = None
+    data: str  # JSON of the item as written (fields d25measure adds, e.g. measured_by, tolerance)
+
+
 class LinkRow(SQLModel, table=True):
     """A `related` or `sources` link; `resolved` says whether the target page exists."""
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from snippets.diagnostic import Diagnostic
-from snippets.page import Page, inside, iter_page_files, load_page
+from snippets.page import Page, inside, load_page
+from snippets.repository import Repository, check_page, is_source_type, open_repository, page_files
 
 
 def links_leaving(root: Path) -> list[Diagnostic]:
@@ -39,7 +40,8 @@ class Wiki:
     """All valid pages of a wiki folder, plus every diagnostic met while reading it."""
 
     pages: dict[str, Page]  # by id
-    diagnostics: list[Diagnostic]
+    diagnostics: list[Diagnostic]  # errors and warnings; "info" lines for Markdown files skipped as not pages
+    repository: Repository | None = None  # layout and schema the pages were read with
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -74,7 +76,7 @@ def check_wiki(pages: list[Page]) -> tuple[dict[str, Page], list[Diagnostic]]:
                     diags.append(Diagnostic(page.path, page.line_of(key), "warning", f"page lists itself in '{key}'"))
                 elif target not in by_id:
                     diags.append(Diagnostic(page.path, page.line_of(key), "warning", f"unresolved {key} id '{target}'"))
-                elif key == "sources" and by_id[target].type != "source":
+                elif key == "sources" and not is_source_type(by_id[target].type):
                     diags.append(
                         Diagnostic(
                             page.path,
@@ -97,14 +99,22 @@ def check_wiki(pages: list[Page]) -> tuple[dict[str, Page], list[Diagnostic]]:
     return by_id, diags
 
 
+def schema_problems(repo: Repository, page: Page) -> list[Diagnostic]:
+    """A page against its repository's schema and vocabulary (lint reports them; the page is still served)."""
+    return check_page(repo, page.id, page.type, page.front, page.line_of, page.path)
+
+
 def load_wiki(root: Path) -> Wiki:
-    """Read every page under `root`; bad pages become diagnostics and are left out."""
+    """Read every page under `root`'s page folders; bad pages become diagnostics and are left out."""
+    repo = open_repository(root)
+    files, skipped = page_files(repo)
     parsed: list[Page] = []
-    diags: list[Diagnostic] = []
-    for path in iter_page_files(root):
-        page, page_diags = load_page(path, root)
+    diags: list[Diagnostic] = list(repo.problems)
+    for path in (p for _rel, p in files):
+        page, page_diags = load_page(path, repo.root)
         diags.extend(page_diags)
         if page is not None:
             parsed.append(page)
+            diags.extend(schema_problems(repo, page))
     pages, cross = check_wiki(parsed)
-    return Wiki(pages=pages, diagnostics=diags + cross)
+    return Wiki(pages=pages, diagnostics=skipped + diags + cross, repository=repo)

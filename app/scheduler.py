@@ -95,7 +95,7 @@ def plan(
             s
             for s in conn.execute(
                 select(SnippetRow.id, SnippetRow.content_hash, SnippetRow.targets)
-                .where(SnippetRow.mode != "sketch")
+                .where(col(SnippetRow.mode).notin_(("sketch", "fragment")))  # never built, nothing to queue
                 .order_by(col(SnippetRow.page_id), col(SnippetRow.position))
             )
             if wanted is None or s.id in wanted

@@ -143,7 +143,8 @@ class SnippetPublic(BaseModel):
     source: str | None = None
     status: str = Field(
         description="overall, over the declared targets (runner/status.py): pass (every target passed every step its "
-        "mode needs), xfail, partial (verified on some targets only), fail, error, timeout, stale, skipped, unverified, unknown"
+        "mode needs), xfail, partial (verified on some targets only), fail, error, timeout, stale, skipped, unverified "
+        "(sketches, fragments), syntax-ok (Python only byte-compiled), unknown"
     )
     summary: str = Field(
         default="", description="what holds, in words, e.g. 'ran on sm_90a · compiled for sm_100a, no SM100 GPU'"
@@ -187,4 +188,8 @@ class PagePublic(BaseModel):
     claim_problems: list[str] = Field(
         default_factory=list,
         description="where confidence/evidence_level claims more than the snippets' evidence shows (app/claims.py)",
+    )
+    performance_claims: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="the page's performance_claims, one object per claim (gpu, dtype, shape, metric, value, … ; app/perf.py)",
     )

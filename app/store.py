@@ -36,6 +36,7 @@ from app.models import (
     SnippetRow,
     table_of,
 )
+from app.perf import claims_of_page
 from app.schemas import (
     LinkPublic,
     PageList,
@@ -397,6 +398,7 @@ class Store:
                     seen.add(b.source_id)
                     backlinks.append(link(b.source_id, True))
             snippets = self.evidence.snippets_with_evidence(conn, page_id=page_id)
+            performance_claims = claims_of_page(conn, page_id)  # app/perf.py
         summary: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for snip in snippets:
             if snip.mode in NEVER_BUILT_MODES:
@@ -418,6 +420,7 @@ class Store:
             snippets=snippets,
             evidence_summary={t: dict(c) for t, c in summary.items()},
             evidence_text=page_evidence_text(snippets),
+            performance_claims=performance_claims,
             claim_problems=[
                 f"{key}: {why}"
                 for key, why in claim_problems(meta.get("confidence"), meta.get("evidence_level"), facts_from_public(snippets))

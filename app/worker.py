@@ -148,8 +148,13 @@ def run_gpu_worker(
     targets = [targets] if isinstance(targets, str) else list(targets)
     settings = shed_secrets(settings)
     if verify is None:
+        from runner.sandbox import WORKER_CGROUP_DEFAULT, cgroup_problem
+
+        os.environ.setdefault("KERNELWIKI_CGROUP", WORKER_CGROUP_DEFAULT)  # before the runner reads its settings
         gpus, toolchain = check_targets(targets, settings.toolchain)
         check_sandbox(settings.isolation)
+        if problem := cgroup_problem():
+            raise WorkerRefused(problem)
         verify = runner_verify(gpus, toolchain, settings.worker_cache, settings.isolation)
         toolchain_label = toolchain.label
         log.info("serving %s on %s with %s", ", ".join(targets), ", ".join(g.name for g in gpus), toolchain.label)

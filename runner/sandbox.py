@@ -629,12 +629,51 @@ _mounted_lock = threading.Lock()
 _mounted: set[str] = set()
 
 
+_STALE_NAME = re.compile(r"^kw-[a-z]+-(\d+)-[A-Za-z0-9_]+$")
+_swept: list[bool] = []
+
+
+def sweep_stale_workdirs() -> int:
+    """Unmount and remove the folder tmpfs mounts of runner processes that are gone (killed mid-build: their folder
+    names carry their pid); returns how many. Runs once per process, at its first new_workdir."""
+    import ctypes
+
+    tmp = os.path.realpath(tempfile.gettempdir())
+    removed = 0
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+            points = [line.split()[4] for line in fh if len(line.split()) > 4]
+    except OSError:
+        return 0
+    for point in points:
+        m = _STALE_NAME.match(os.path.basename(point))
+        if not m or os.path.dirname(point) != tmp or int(m.group(1)) == os.getpid():
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+            continue  # its process is alive
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        if ctypes.CDLL(None, use_errno=True).umount2(point.encode(), _MNT_DETACH) == 0:
+            shutil.rmtree(point, ignore_errors=True)
+            removed += 1
+    return removed
+
+
 def new_workdir(prefix: str) -> Path:
     """A fresh folder for one build or run: a tmpfs of SNIPPET_FOLDER_BYTES where this process may mount one (as
-    root), so that what a snippet writes there is capped in all, not only per file; else a plain folder."""
-    path = Path(tempfile.mkdtemp(prefix=prefix))
+    root), so that what a snippet writes there is capped in all, not only per file; else a plain folder. Its name
+    carries this process's pid, so that a later runner can remove it when this one was killed."""
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
     if not _is_root():
         return path
+    with _mounted_lock:
+        first = not _swept
+        _swept.append(True)
+    if first:
+        sweep_stale_workdirs()
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -847,6 +886,25 @@ def parse_collected(stream: bytes) -> tuple[dict[str, bytes], dict[str, str]]:
         files[name] = bytes(stream[pos : pos + size])
         pos += size
     return files, refused
+
+
+WORKER_CGROUP_DEFAULT = CGROUP_REQUIRE
+"""What a GPU worker sets KERNELWIKI_CGROUP to when the operator did not: no job runs without cgroup v2 limits."""
+
+
+def cgroup_problem(settings: RunnerSettings | None = None) -> str | None:
+    """Why commands cannot get the cgroup v2 limits the settings require (KERNELWIKI_CGROUP=require), else None."""
+    settings = settings or runner_settings()
+    if settings.cgroup != CGROUP_REQUIRE:
+        return None
+    parent, problem = cgroup_parent(settings.cgroup_root)
+    if parent is not None:
+        return None
+    return (
+        f"cgroup v2 limits are required (KERNELWIKI_CGROUP=require, a GPU worker's default) but {problem or 'unavailable'}; "
+        "give the worker a delegated cgroup v2 with the memory and pids controllers, or set KERNELWIKI_CGROUP=auto "
+        "to accept the resource limits alone"
+    )
 
 
 def _command_cgroup(settings: RunnerSettings, limits: Limits) -> tuple[RunCgroup | None, int, str]:

@@ -19,16 +19,20 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-RECORD_STATUSES = ("pass", "fail", "xfail", "timeout", "error", "skipped", "unverified")
+SYNTAX_OK = "syntax-ok"
+"""A Python block that is not a program: it was byte-compiled, nothing more (shown as "syntax ok"; never a pass)."""
+
+RECORD_STATUSES = ("pass", "fail", "xfail", "timeout", "error", "skipped", "unverified", SYNTAX_OK)
 """What one step can end as. pass; fail; xfail = an expected compile failure that happened; timeout;
 error = an infrastructure fault or an invalid block; skipped = could not be done here (no GPU, no tool);
-unverified = a sketch, or code that never reached the assembler. Only pass and xfail count as verified."""
+unverified = a sketch, a fragment, or code that never reached the assembler; syntax-ok = Python that only
+passed a syntax check. Only pass and xfail count as verified."""
 
 STALE = "stale"  # a record made for other content of the snippet
 UNKNOWN = "unknown"  # no record at all
 PARTIAL = "partial"  # a snippet verified on some of its declared targets only
 
-WORST_FIRST = ("error", "timeout", "fail", STALE, UNKNOWN, "unverified", "skipped", PARTIAL, "xfail", "pass")
+WORST_FIRST = ("error", "timeout", "fail", STALE, UNKNOWN, "unverified", SYNTAX_OK, "skipped", PARTIAL, "xfail", "pass")
 """The one order of statuses, worst first: of a target over its steps, of a snippet over its targets,
 and of every list and count that shows them."""
 
@@ -45,6 +49,7 @@ LABEL = {
     STALE: "stale",
     UNKNOWN: "not yet verified",
     "unverified": "unverified",
+    SYNTAX_OK: "syntax ok",
     "skipped": "not run",
     PARTIAL: "partly verified",
     "xfail": "fails as expected",
@@ -146,10 +151,17 @@ def _phrase(mode: str, target: str, status: str, steps: Mapping[str, StepFact], 
         return "stale (recorded for older code) on", ""
     failed = [step for step, fact in steps.items() if fact.status == status]
     step = min(failed, key=step_rank) if failed else ""
+    if status == SYNTAX_OK:
+        return "syntax checked only (not run) for", ""
     word = {"fail": "failed", "timeout": "timed out", "error": "error", "unverified": "unverified", "skipped": "not checked"}.get(
         status, status
     )
     return f"{step} {word} on".strip(), ""
+
+
+def honest_python(lang: str, mode: str, step: str, status: str) -> str:
+    """A Python `compile` block's passing compile step is `syntax-ok`: byte-compiling proves the syntax, not the code."""
+    return SYNTAX_OK if lang == "python" and mode == "compile" and step == "compile" and status == "pass" else status
 
 
 def summarize_snippet(
@@ -161,6 +173,8 @@ def summarize_snippet(
     """
     if mode == "sketch":
         return SnippetSummary("unverified", "sketch: shown as written, never compiled")
+    if mode == "fragment":
+        return SnippetSummary("unverified", "fragment: not a complete program")
     if mode == "error":
         return SnippetSummary("error", "invalid block: see the page lint")
     declared = list(dict.fromkeys(targets)) or sorted(evidence)

@@ -23,24 +23,26 @@ from runner.artifacts import ArtifactStore, keep_artifacts
 from runner.batch import TargetBatch, batchable
 from runner.cache import DEFAULT_CACHE_DIR, ResultCache, cache_key
 from runner.compile import build_snippet, sass_step
+from runner.cute_dsl import judge as judge_dsl
 from runner.evidence import EvidenceRecord, write_jsonl
 from runner.execute import run_step
 from runner.gpus import Gpu, discover_gpus_cached, pick_gpu
 from runner.outcome import StepOutcome, to_record
 from runner.sandbox import detect_isolation
-from runner.status import FAILING, worst
+from runner.status import FAILING, SYNTAX_OK, honest_python, worst
 from runner.toolchain import Toolchain, discover_toolchain
 from snippets.architectures import ANY_TARGET, normalize_architecture, target_of
 from snippets.attributes import InfoStringError, check_snippet_rules
+from snippets.classify import FRAGMENT_REASON
 from snippets.diagnostic import Diagnostic
 from snippets.extract import content_hash, extract_snippets
 from snippets.page import iter_page_files, load_page
 from snippets.snippet import Snippet
 
-RUNNER_VERSION = "kernelwiki-runner-2"
+RUNNER_VERSION = "kernelwiki-runner-3"  # 3: seccomp, readback through the sandbox, tamper check, RE2
 """Part of every cache key: bump when the way results are judged changes."""
 
-SUMMARY_COLUMNS = ("passed", "failed", "errors", "skipped", "unverified", "xfail")
+SUMMARY_COLUMNS = ("passed", "failed", "errors", "skipped", "unverified", "syntax ok", "xfail")
 _COLUMN_OF = {
     "pass": "passed",
     "fail": "failed",
@@ -48,6 +50,7 @@ _COLUMN_OF = {
     "error": "errors",
     "skipped": "skipped",
     "unverified": "unverified",
+    "syntax-ok": "syntax ok",
     "xfail": "xfail",
 }
 
@@ -220,13 +223,13 @@ def _fixed_outcome(snippet: Snippet) -> list[StepOutcome] | None:
                 step="compile", status="error", kind="invalid block", detail=snippet.error or "invalid block", isolation="none"
             )
         ]
-    if snippet.mode == "sketch":
+    if snippet.mode in ("sketch", "fragment"):
         return [
             StepOutcome(
                 step="compile",
                 status="unverified",
-                kind="sketch",
-                detail="sketch: shown as written, never compiled",
+                kind=snippet.mode,
+                detail=FRAGMENT_REASON if snippet.mode == "fragment" else "sketch: shown as written, never compiled",
                 isolation="none",
             )
         ]
@@ -234,6 +237,19 @@ def _fixed_outcome(snippet: Snippet) -> list[StepOutcome] | None:
 
 
 def _work(snippet: Snippet, target: str, ctx: _Context) -> list[StepOutcome]:
+    """Build, check and run one snippet for one target, with Python syntax checks reported as `syntax-ok`, never `pass`."""
+    outcomes = _work_raw(snippet, target, ctx)
+    if snippet.lang != "python" or snippet.mode != "compile":
+        return outcomes
+    outcomes = [replace(o, status=honest_python(snippet.lang, snippet.mode, o.step, o.status)) for o in outcomes]
+    if any(o.step == "compile" and o.status == SYNTAX_OK for o in outcomes):
+        verdict = judge_dsl(snippet.full_source, ctx.toolchain.python)  # CuTe-DSL names against the installed DSL
+        if verdict is not None:
+            outcomes = [replace(o, status=verdict[0], detail=verdict[1]) if o.step == "compile" else o for o in outcomes]
+    return outcomes
+
+
+def _work_raw(snippet: Snippet, target: str, ctx: _Context) -> list[StepOutcome]:
     """Build, check and run one snippet for one target (or take the result from the cache)."""
     fixed = _fixed_outcome(snippet)
     if fixed is not None:

@@ -18,6 +18,7 @@ from markdown_it import MarkdownIt
 from snippets.architectures import ANY_TARGET, normalize_architecture, target_of
 from snippets.attributes import DEFAULT_RUN_TIMEOUT_S, Attributes, InfoStringError, language_of, parse_attributes
 from snippets.build import BUILD_RECIPE, PRELUDE, defines_main
+from snippets.classify import FRAGMENT, classify
 from snippets.diagnostic import Diagnostic
 from snippets.snippet import ChainPart, Snippet
 
@@ -121,6 +122,10 @@ def extract_snippets(
             error = str(exc)
         has_main = defines_main(lang, full)
         mode = attrs.mode or ("run" if has_main else "compile")
+        if error is None and not rest.strip() and lang in ("cuda", "cpp") and not has_main:
+            # a block that declares nothing: a fragment is never built (unverified), not reported `fail`
+            if classify(lang, full, has_main).kind == FRAGMENT:
+                mode = "fragment"
         if error is None:
             errors, warnings = _check_combinations(lang, mode, attrs)
             for message in warnings:
@@ -193,7 +198,7 @@ def _resolve_chain(snippet: Snippet, attrs: Attributes, earlier: list[Snippet]) 
             return f"uses={name}: no earlier block on this page has id={name}"
         if other.lang != snippet.lang:
             return f"uses={name}: that block is {other.lang}, this one is {snippet.lang}"
-        if other.mode in ("sketch", "compile_fail", "error"):
+        if other.mode in ("sketch", "fragment", "compile_fail", "error"):
             return f"uses={name}: that block is a {other.mode} block and cannot be built upon"
         chosen.add(other.index)
         chosen.update(int(part.snippet_id.rsplit(":", 1)[1]) for part in other.chain)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,13 +19,22 @@ import yaml
 
 from snippets.architectures import KNOWN_ARCHITECTURES, normalize_architecture
 from snippets.diagnostic import Diagnostic
+from snippets.repository import (
+    FAMILY_NAMES,
+    inside as inside,  # re-exported: app.index and app.pages import it from here
+    open_repository,
+    page_files,
+    type_from_folder,
+)
 
 KNOWN_TYPES = frozenset({"hardware", "technique", "pattern", "api", "source", "concept", "guide", "reference", "tool"})
-"""Page types; another type is accepted with a warning."""
+"""kernelwiki's built-in page types (snippets/schemas.yaml); a repository's data/schemas.yaml adds its own.
+Whether a type is known is checked against the repository's schema (snippets/repository.py), by lint."""
 
 LIST_FIELDS = ("languages", "tags", "aliases", "related", "sources")
 KNOWN_FIELDS = frozenset({"id", "title", "type", "architectures", "confidence", "evidence_level", "evidence_basis", *LIST_FIELDS})
-ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+"""Ids are letters, digits, - _ . (KernelWiki repositories use ids such as pr-TensorRT-LLM-10042)."""
 MAX_FRONT_MATTER_BYTES = 64 * 1024
 """Front matter larger than this is refused: it is metadata, not content."""
 
@@ -52,6 +60,8 @@ class Page:
     evidence_level: str | None = None  # spec, benchmark, upstream-code, ...
     evidence_basis: list[dict[str, str]] = field(default_factory=list)  # [{source_id, evidence_type}]
     extra: dict[str, Any] = field(default_factory=dict)  # unknown keys, JSON-safe
+    families: list[str] = field(default_factory=list)  # architecture family names of `architectures:` (blackwell, hopper)
+    front: dict[str, Any] = field(default_factory=dict)  # the front matter as written, JSON-safe (the schema checks read it)
     field_lines: dict[str, int] = field(default_factory=dict)  # front-matter key -> file line
 
     def line_of(self, key: str) -> int:
@@ -182,25 +192,22 @@ def parse_page(raw: bytes, rel: str) -> tuple[Page | None, list[Diagnostic]]:
             ok = False
         elif not ID_PATTERN.match(page_id):
             diags.append(
-                Diagnostic(
-                    rel, line_of("id"), "error", f"id '{page_id}' may hold only lowercase letters, digits, '-', '_' and '.'"
-                )
+                Diagnostic(rel, line_of("id"), "error", f"id '{page_id}' may hold only letters, digits, '-', '_' and '.'")
             )
             ok = False
     if title is None or not str(title).strip():
         diags.append(Diagnostic(rel, front_line, "error", "missing required field 'title'"))
         ok = False
 
-    page_type = str(data.get("type") or "concept")
-    if page_type not in KNOWN_TYPES:
-        diags.append(
-            Diagnostic(rel, line_of("type"), "warning", f"unknown type '{page_type}' (known: {', '.join(sorted(KNOWN_TYPES))})")
-        )
+    page_type = str(data.get("type") or type_from_folder(rel) or "concept")
 
     archs: list[str] = []
+    families: list[str] = []
     for value in _as_list(data.get("architectures"), "architectures", line_of("architectures"), rel, diags, True):
         norm = normalize_architecture(value)
-        if norm not in KNOWN_ARCHITECTURES:
+        if norm in FAMILY_NAMES:
+            families.append(norm)
+        elif norm not in KNOWN_ARCHITECTURES:
             diags.append(
                 Diagnostic(
                     rel,
@@ -243,6 +250,8 @@ def parse_page(raw: bytes, rel: str) -> tuple[Page | None, list[Diagnostic]]:
         evidence_level=None if data.get("evidence_level") is None else str(data["evidence_level"]),
         evidence_basis=basis,
         extra=extra,
+        families=families,
+        front=_json_safe(data),
         field_lines=field_lines,
         **lists,
     )
@@ -250,21 +259,10 @@ def parse_page(raw: bytes, rel: str) -> tuple[Page | None, list[Diagnostic]]:
 
 
 def iter_page_files(root: Path) -> list[Path]:
-    """Every Markdown file under the wiki root, in a stable order (hidden folders and links leaving the root skipped)."""
-    root = Path(root)
-    real_root = os.path.realpath(root)
-    return sorted(
-        p
-        for p in root.rglob("*.md")
-        if p.is_file()
-        and not any(part.startswith(".") for part in p.relative_to(root).parts)
-        and inside(os.path.realpath(p), real_root)
-    )
-
-
-def inside(real_path: str, real_root: str) -> bool:
-    """Whether a resolved path lies under the resolved wiki root: nothing outside it is ever published."""
-    return real_path == real_root or real_path.startswith(real_root.rstrip(os.sep) + os.sep)
+    """Every page file of the wiki, in a stable order: the page folders of a repository root (snippets/repository.py),
+    hidden folders, links leaving the root and Markdown that is not a page (README, SKILL bundles, templates) skipped."""
+    found, _skipped = page_files(open_repository(root))
+    return [path for _rel, path in found]
 
 
 def relative_path(path: Path, root: Path) -> str:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-NEVER_BUILT_MODES: tuple[str, ...] = ("sketch", "error")
-"""Modes of blocks that are never compiled: sketches, and blocks whose info string is invalid."""
+NEVER_BUILT_MODES: tuple[str, ...] = ("sketch", "fragment", "error")
+"""Modes of blocks that are never compiled: sketches, fragments (blocks that declare nothing and are not a complete
+program, snippets/classify.py), and blocks whose info string is invalid."""
 
 
 @dataclass
@@ -31,7 +32,7 @@ class Snippet:
     lang_word: str  # the first word of the info string as written (cu, c++, …)
     info: str  # the whole info string
     attributes: dict[str, Any]  # the attributes as given, parsed (see snippets.attributes.Attributes)
-    mode: str  # run | compile | compile_fail | sketch; "error" when the info string is invalid
+    mode: str  # run | compile | compile_fail | sketch; "fragment" (classified, snippets/classify.py); "error" when invalid
     targets: list[str]  # nvcc targets such as "sm_90a"; empty when none is declared
     source: str  # what the page shows: hidden lines removed
     full_source: str  # what is compiled: hidden lines included (their marker stripped)

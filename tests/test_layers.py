@@ -126,7 +126,7 @@ def test_imports_point_down_the_layers() -> None:
 
 
 def test_the_lower_layers_import_no_web_or_database_stack() -> None:
-    allowed = {"yaml", "markdown_it", "cupy", "rich", "snippets", "runner", "__future__"}
+    allowed = {"yaml", "markdown_it", "re2", "cupy", "rich", "snippets", "runner", "__future__"}  # re2: linear-time checks
     stdlib = set(__import__("sys").stdlib_module_names)
     foreign = sorted(
         {
@@ -138,7 +138,7 @@ def test_the_lower_layers_import_no_web_or_database_stack() -> None:
         }
     )
     assert foreign == [], (
-        "snippets/ and runner/ may use only the standard library, PyYAML, markdown-it-py (CuPy, rich optional):\n"
+        "snippets/ and runner/ may use only the standard library, PyYAML, markdown-it-py, google-re2 (CuPy, rich optional):\n"
         + "\n".join(foreign)
     )
 

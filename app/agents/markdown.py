@@ -19,6 +19,7 @@ import yaml
 from markdown_it import MarkdownIt
 
 from app.markdown import render
+from app.perf import CLAIM_FIELDS
 from app.schemas import PagePublic, SnippetPublic
 from app.web.badges import snippet_evidence
 from snippets.attributes import language_of
@@ -29,8 +30,9 @@ STATUS_MEANING = {
     "architecture and checked its own result",
     "fail": "compiled or ran and went wrong on that target: do not trust the snippet there",
     "xfail": "a deliberately wrong example that fails to compile, exactly as the page says it should",
-    "unverified": "a sketch or excerpt that is never compiled, or code that could not be forced through ptxas: "
-    "treat it as unproven",
+    "unverified": "a sketch or excerpt (a fragment: not a complete program) that is never compiled, or code that could "
+    "not be forced through ptxas: treat it as unproven",
+    "syntax-ok": "Python that was only byte-compiled (its syntax is valid); it never ran: treat it as unproven",
     "skipped": "a step that was not done, chiefly running on SM100/SM103 (Blackwell): no Blackwell GPU has been "
     "available, so those programs were compiled but have never run",
     "stale": "the evidence is for an earlier version of the snippet; the current code is unverified",
@@ -191,6 +193,12 @@ def front_matter(page: PagePublic, base_url: str) -> str:
     facts["file"] = f"wiki/{page.path}"
     if page.evidence_summary:
         facts["evidence"] = evidence_counts(page.evidence_summary)
+    if isinstance(meta.get("reproducibility"), str):
+        facts["reproducibility"] = meta["reproducibility"]
+    if page.performance_claims:  # app/perf.py: as the page states them (source-reported, not measured here)
+        facts["performance_claims"] = [
+            {k: c[k] for k in (*CLAIM_FIELDS, "value_as_written") if c.get(k) is not None} for c in page.performance_claims
+        ]
     dumped = yaml.dump(facts, Dumper=_FactsDumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100_000)
     return f"---\n{dumped}---\n"
 

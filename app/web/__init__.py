@@ -37,6 +37,9 @@ def install_web(app: FastAPI) -> ErrorRenderer:
     app.state.web = WebState(asset_version=_asset_version())
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     app.include_router(router)
+    from app.web.repository_views import router as repository_router  # performance claims, queries/ views
+
+    app.include_router(repository_router)
     app.include_router(sass_router)  # SASS, diff and /changes views (issue 24)
     install_matrix_line(app)
     return html_error_renderer

@@ -38,6 +38,7 @@ SYMBOL = {
     "timeout": "✗",
     "skipped": "⏸",
     "unverified": "~",
+    "syntax-ok": "≈",
     "stale": "↻",
     "unknown": "·",
     "partial": "◐",
@@ -124,6 +125,8 @@ def step_badge(record: EvidencePublic, target: str) -> Badge:
         return Badge("skipped", f"{target}: {first_line(record.message) or f'{step} skipped'}")
     if status == "unverified":
         return Badge("unverified", f"unverified on {target}" + (f": {first_line(record.message)}" if record.message else ""))
+    if status == "syntax-ok":
+        return Badge("syntax-ok", f"syntax ok on {target}: byte-compiled only, never run")
     return Badge(status, f"{step} {status} on {target}")
 
 
@@ -154,6 +157,8 @@ def snippet_evidence(snippet: SnippetPublic, error: str | None = None) -> Snippe
     """The evidence panel of one snippet: a note for sketches and invalid blocks, else per target."""
     if snippet.mode == "sketch":
         return SnippetEvidence(snippet, [], Badge("unverified", "sketch (unverified)"))
+    if snippet.mode == "fragment":
+        return SnippetEvidence(snippet, [], Badge("unverified", "fragment: not a complete program (unverified)"))
     if snippet.mode == "error":
         return SnippetEvidence(snippet, [], Badge("error", f"invalid snippet: {first_line(error) or 'see the page lint'}"))
     targets = list(snippet.targets) + [t for t in snippet.evidence if t not in snippet.targets]

@@ -43,6 +43,10 @@ KNOWN_META = {
 }
 
 
+SHOWN_APART = frozenset({"performance_claims", "reproducibility"})
+"""Front-matter fields the page shows in their own place (the claims table, the reproducibility chip)."""
+
+
 def vendor_of(page: PageSummary) -> str:
     """The vendor a page belongs to: the wiki folder it sits in (`nvidia/…` → nvidia), else 'general'."""
     head, sep, _ = page.path.partition("/")
@@ -80,7 +84,7 @@ def page_view(store: Store, web: WebState, page_id: str, conn: Connection) -> Pa
     )
     evidence = {s.id: snippet_evidence(s, errors.get(s.id)) for s in page.snippets}
     counts = Counter(s.status for s in page.snippets)
-    extra = {k: v for k, v in page.meta.items() if k not in KNOWN_META and v not in (None, "", [], {})}
+    extra = {k: v for k, v in page.meta.items() if k not in KNOWN_META and k not in SHOWN_APART and v not in (None, "", [], {})}
     url = safe_url(extra.pop("url", None))
     return PageView(page, segments, evidence, toc_items(page.toc), extra, url, dict(counts))
 

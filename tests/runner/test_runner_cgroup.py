@@ -381,3 +381,19 @@ def test_a_run_record_names_the_limits_that_held_it(tmp_path: Path) -> None:
         )
     else:
         assert limits.startswith("cgroup v2 memory.max 8 GiB") and "RLIMIT_DATA 8 GiB" in limits
+
+
+def test_required_cgroup_names_what_is_missing_or_is_satisfied() -> None:
+    """A GPU worker (KERNELWIKI_CGROUP=require by default) refuses to start with this reason where no cgroup v2 with
+    the memory and pids controllers can be made; elsewhere there is no problem."""
+    from runner.cgroup import cgroup_parent
+    from runner.sandbox import cgroup_problem
+    from runner.settings import RunnerSettings
+
+    assert cgroup_problem(RunnerSettings(cgroup="auto")) is None
+    parent, _ = cgroup_parent(None)
+    problem = cgroup_problem(RunnerSettings(cgroup="require"))
+    if parent is None:
+        assert problem is not None and "KERNELWIKI_CGROUP=require" in problem
+    else:
+        assert problem is None

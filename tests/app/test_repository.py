@@ -1,0 +1,174 @@
+"""A wiki in the KernelWiki repository layout: page folders, files that are not pages, the schema as data, types from folders.
+
+tests/fixtures/kwrepo is a repository written for these tests, with deliberate schema violations:
+PR-9 is merged without merge_sha and names the family 'blackwell' (not in its tags file); demo-benchmarks
+is a doc with a blog's category; barrier-notes lacks the hw- prefix; copy-kernel has no performance_claims,
+an unknown tag and a reproducibility below its type's minimum.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from app.db import make_engine
+from app.index import reindex
+from app.pages import load_wiki
+from snippets.repository import condition_holds, open_repository, page_files, type_from_folder
+
+REPO = Path(__file__).resolve().parents[1] / "fixtures" / "kwrepo"
+
+EXPECTED_ERRORS = {
+    ("sources/docs/demo-benchmarks.md", "source_category 'benchmark-blog' is not allowed for type 'source-doc'"),
+    ("sources/prs/demo-lib/PR-9.md", "'merge_sha' is required when status == merged"),
+    ("sources/prs/demo-lib/PR-9.md", "architectures 'blackwell' is not in data/tags.yaml"),
+    ("wiki/hardware/barrier-notes.md", "id 'barrier-notes' must start with 'hw-'"),
+    ("wiki/kernels/copy-kernel.md", "missing required field 'performance_claims' for type 'wiki-kernel'"),
+    ("wiki/kernels/copy-kernel.md", "tag 'not-a-known-tag' is not in data/tags.yaml"),
+    ("wiki/kernels/copy-kernel.md", "reproducibility 'concept' is below the minimum 'snippet'"),
+}
+
+
+def test_repository_root_reads_its_page_folders_and_skips_what_is_not_a_page() -> None:
+    repo = open_repository(REPO)
+    assert repo.page_folders == ["wiki", "sources"] and repo.schema_file == "data/schemas.yaml"
+    files, skipped = page_files(repo)
+    rels = [rel for rel, _ in files]
+    assert len(rels) == 14 and all(r.startswith(("wiki/", "sources/")) for r in rels)
+    assert not any(r.startswith("queries/") or r == "README.md" for r in rels)
+    assert {d.path: d.severity for d in skipped} == {
+        "wiki/kernels/README.md": "info",
+        "wiki/kernels/skills/tuning/SKILL.md": "info",
+        "wiki/kernels/skills/tuning/references/notes.md": "info",
+        "wiki/templates/page.md": "info",
+    }
+
+
+def test_lint_checks_each_page_against_its_types_schema_and_the_vocabulary() -> None:
+    wiki = load_wiki(REPO)
+    assert len(wiki.pages) == 14
+    errors = {(d.path, d.message) for d in wiki.diagnostics if d.severity == "error"}
+    assert len(errors) == len(EXPECTED_ERRORS)
+    for path, fragment in EXPECTED_ERRORS:
+        assert any(p == path and fragment in m for p, m in errors), (path, fragment)
+    # sources: links to source-pr/source-blog pages are links to sources (no "is a 'concept' page" warning)
+    assert not any("not a 'source'" in d.message for d in wiki.diagnostics)
+
+
+def test_types_come_from_folders_for_pages_that_declare_none() -> None:
+    wiki = load_wiki(REPO)
+    assert wiki.pages["pr-demo-lib-7"].type == "source-pr"
+    assert wiki.pages["pr-Demo-Lib-9"].type == "source-pr"  # ids with capitals are accepted
+    assert wiki.pages["doc-demo-isa"].type == "source-doc"
+    assert wiki.pages["blog-demo-pipeline"].type == "source-blog"
+    assert wiki.pages["contest-demo-p1"].type == "source-contest"
+    assert wiki.pages["kernel-copy"].type == "kernel"
+    assert wiki.pages["pr-Demo-Lib-9"].families == ["blackwell"] and wiki.pages["pr-Demo-Lib-9"].architectures == []
+    assert type_from_folder("sources/misc/x.md") == "source" and type_from_folder("wiki/x.md") is None
+
+
+def test_a_plain_folder_uses_the_builtin_schema_in_the_same_format(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("---\nid: a\ntitle: A\ntype: hardware\nconfidence: certain\n---\n")
+    wiki = load_wiki(tmp_path)
+    assert wiki.repository is not None and wiki.repository.schema_file == "built-in schema"
+    assert [d.message for d in wiki.diagnostics] == ["confidence 'certain' is not in built-in vocabulary (confidence)"]
+
+
+def test_page_folders_are_configurable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(REPO, tmp_path / "r")
+    monkeypatch.setenv("KERNELWIKI_PAGE_FOLDERS", "sources")
+    files, _ = page_files(open_repository(tmp_path / "r"))
+    assert {rel.split("/")[0] for rel, _ in files} == {"sources"} and len(files) == 6
+
+
+@pytest.mark.parametrize(
+    ("expr", "data", "holds"),
+    [
+        ("status == merged", {"status": "merged"}, True),
+        ("status == merged", {"status": "open"}, False),
+        ("submission_truth != unavailable", {"submission_truth": "unavailable"}, False),
+        ("mode in [verbatim, extracted] and upstream_sha present", {"mode": "verbatim", "upstream_sha": "ab"}, True),
+        ("mode in [verbatim, extracted] and upstream_sha present", {"mode": "verbatim"}, False),
+        ("claim_valid_for contains 'dev'", {}, None),
+    ],
+)
+def test_required_when_conditions(expr: str, data: dict[str, str], holds: bool | None) -> None:
+    assert condition_holds(expr, data) is holds
+
+
+def test_index_serves_every_page_as_it_is_with_global_aliases_merged(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'i.db'}")
+    from app.db import create_schema
+
+    create_schema(engine)
+    report = reindex(engine, REPO)
+    assert len(report.added) == 14 and report.failed == [] and len(report.skipped) == 4
+    with engine.connect() as conn:
+        aliases = {a for (a,) in conn.execute(text("SELECT alias FROM alias WHERE page_id = 'hw-bulk-copy'"))}
+        types = dict(conn.execute(text("SELECT id, type FROM page")).all())
+    engine.dispose()
+    # the page's own alias TMA is one of data/aliases.yaml's names for the term 'tma': the term and its other names join
+    assert aliases == {"TMA", "cp.async.bulk.tensor", "bulk tensor copy"}  # "tma" is "TMA" in another case
+    assert types["pr-demo-lib-7"] == "source-pr" and types["lang-cute-dsl"] == "language"
+
+
+def test_lint_checks_reproducibility_against_blocks_and_evidence() -> None:
+    from app.reproducibility import lint_reproducibility
+    from snippets.extract import extract_snippets
+
+    wiki = load_wiki(REPO)
+    snippets = {p.id: extract_snippets(p.id, p.path, p.body, p.body_line, p.architectures)[0] for p in wiki.pages.values()}
+    found = {d.path: d.message for d in lint_reproducibility(wiki.pages.values(), snippets, [])}
+    assert found == {
+        "wiki/hardware/bulk-copy.md": "reproducibility claims more than the page shows: 'runnable', but 1 program(s), "
+        "none ran and passed on a declared target",
+        "wiki/kernels/tiled-reduction.md": "reproducibility claims more than the page shows: 'runnable', but no block is "
+        "a program (none defines main) on a declared target",
+    }
+
+
+def test_performance_claims_are_read_with_their_problems() -> None:
+    from app.perf import read_claims
+    from snippets.page import parse_page
+
+    page, _ = parse_page(
+        b"---\nid: k\ntitle: K\nperformance_claims:\n  - {gpu: H200, metric: TFLOPS, value: '1,200'}\n"
+        b"  - {gpu: B200, value: fast}\n  - just text\n---\n",
+        "k.md",
+    )
+    assert page is not None
+    claims, problems = read_claims(page)
+    assert [(c.gpu, c.metric, c.value) for c in claims] == [("H200", "TFLOPS", 1200.0), ("B200", None, None)]
+    assert [p.message for p in problems] == [
+        "performance_claims item 2 has no metric",
+        "performance_claims item 2: value 'fast' is not a number",
+        "performance_claims item 3 is not a mapping; ignored",
+    ]
+
+
+def test_views_are_kept_per_app_until_the_index_changes(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from app.db import create_schema
+    from app.queries_views import cached_view
+
+    repo = Path(shutil.copytree(REPO, tmp_path / "repo"))
+    engine = make_engine(f"sqlite:///{tmp_path / 'i.db'}")
+    create_schema(engine)
+    reindex(engine, repo)
+    state = SimpleNamespace()
+    with engine.connect() as conn:
+        first = cached_view(state, conn, "by-technique")
+        assert cached_view(state, conn, "by-technique") is first  # same generation: not rebuilt
+    page = repo / "sources/prs/demo-lib/PR-7.md"
+    page.write_text(page.read_text().replace("techniques: [pipelining]", "techniques: [pipelining, tile-scheduling]"))
+    reindex(engine, repo)
+    with engine.connect() as conn:
+        after = cached_view(state, conn, "by-technique")
+        assert cached_view(SimpleNamespace(), conn, "by-technique") == after  # another app builds the same answer
+    engine.dispose()
+    groups = {g["value"]: [p["id"] for p in g["pages"]] for g in after["groups"]}
+    assert groups["tile-scheduling"] == ["pr-demo-lib-7"] and "tile-scheduling" not in {g["value"] for g in first["groups"]}
