@@ -151,11 +151,11 @@ def matrix(
     isolation: Annotated[str | None, typer.Option("--isolation", help="sandbox level [env KERNELWIKI_ISOLATION]")] = None,
 ) -> None:
     """Compile every snippet with every toolchain (cached by content and toolchain), keep SASS/PTX, find flips."""
-    from app.cli import settings_for
+    from app.settings import Settings
     from runner.sandbox import SandboxUnavailable
     from runner.toolchains import ToolchainError
 
-    settings = settings_for(wiki, None)
+    settings = Settings(wiki=wiki) if wiki is not None else Settings()  # the environment, and --wiki
     try:
         code = run_and_write(
             settings.wiki,
