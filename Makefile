@@ -24,7 +24,7 @@ missing = { if [ "$(CI)" = true ]; then echo "error: $(1) is missing (required w
             else echo "skipped: $(1) is missing: $(2); $(3)"; fi; }
 IS_ROOT = [ "$$(id -u)" = 0 ]
 
-.PHONY: serve test lint check verify-compile pytest setup setup-serve setup-test browser postgres toolchain sandbox bench clean
+.PHONY: serve test lint check verify-compile pytest setup setup-serve setup-test browser postgres toolchain toolchains sandbox bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,7 +56,7 @@ test: setup-test
 	$(MAKE) --no-print-directory -j2 --output-sync=target verify-compile pytest && \
 	echo "make test: all steps passed in $$((SECONDS - start)) s"
 
-setup-test: $(TEST_STAMP) browser postgres toolchain sandbox
+setup-test: $(TEST_STAMP) browser postgres toolchain sandbox toolchains
 
 browser:
 	@if [ -x "$${KERNELWIKI_CHROMIUM:-/usr/bin/chromium}" ]; then :; \
@@ -74,6 +74,12 @@ postgres:
 toolchain:
 	@if command -v nvcc >/dev/null || [ -n "$$KERNELWIKI_NVCC" ] || [ -x /usr/local/cuda/bin/nvcc ]; then :; \
 	else $(call missing,nvcc,install the CUDA toolkit 13 or set KERNELWIKI_NVCC,snippets are not compiled); fi
+
+# a second CUDA release and the disassembler from pip wheels for the matrix tests (docs/toolchains.md): ~115 MB
+# downloaded once (pip's cache after), nothing system-wide
+toolchains: $(TEST_STAMP)
+	@$(BIN)/kernelwiki toolchains install 13.1 disasm >/dev/null || \
+	  $(call missing,CUDA 13.1 wheels,pip could not install them into .kernelwiki/toolchains,the toolchain matrix tests are skipped)
 
 # bubblewrap: the runner's sandbox (docs/sandbox.md); without it snippets are neither compiled nor run
 sandbox:

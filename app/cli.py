@@ -291,6 +291,12 @@ def verify(
             help="sandbox: bwrap (default), or unshare-net / none / auto to accept weaker isolation explicitly [env KERNELWIKI_ISOLATION]",
         ),
     ] = None,
+    toolchain: Annotated[
+        str | None, typer.Option("--toolchain", help="an installed CUDA release (13.1; `kernelwiki toolchains list`)")
+    ] = None,
+    toolchains: Annotated[
+        str | None, typer.Option("--toolchains", help="`all` or 13.0,13.1: the compile-only matrix instead (kernelwiki matrix)")
+    ] = None,
 ) -> None:
     """Compile every snippet for its targets, run programs on matching GPUs, record the evidence.
 
@@ -301,6 +307,21 @@ def verify(
     from runner.verify import verify as run_verify
 
     settings = settings_for(wiki, db)
+    if toolchains:  # issue 24: every toolchain, compile-only, into the matrix (app/cli_toolchains.py)
+        from app.cli_toolchains import run_and_write
+
+        raise typer.Exit(
+            run_and_write(
+                settings.wiki, settings.evidence, [toolchains], pages=page, targets=target, jobs=jobs, isolation=isolation
+            )
+        )
+    from runner.toolchains import ToolchainError, select_toolchain, toolchains_dir
+
+    try:
+        chosen = select_toolchain(toolchain, toolchains_dir().resolve()) if toolchain else None
+    except ToolchainError as exc:
+        err.print(f"kernelwiki verify: --toolchain: {exc}", markup=False, highlight=False)
+        raise typer.Exit(2) from None
     bar, update = progress_bar()
     if bar is not None:
         bar.start()
@@ -314,6 +335,7 @@ def verify(
             compile_only=compile_only,
             progress=update,
             isolation=isolation or settings.isolation,
+            toolchain=chosen,
         )
     except (SandboxUnavailable, ValueError) as exc:
         err.print(f"kernelwiki verify: nothing was run: {exc}", markup=False, highlight=False)
@@ -378,8 +400,10 @@ def evidence_import(
 
 
 from app.cli_queue import register as register_queue_commands  # noqa: E402  (worker, jobs)
+from app.cli_toolchains import register as register_toolchain_commands  # noqa: E402  (toolchains, matrix)
 
 register_queue_commands(cli)
+register_toolchain_commands(cli)
 
 
 def main() -> None:

@@ -60,7 +60,7 @@ def worker(
     settings = _settings(server_url=server, queue_database_url=queue_db, db=db)
     try:
         if check:
-            gpus, toolchain = check_targets(target or [])
+            gpus, toolchain = check_targets(target or [], settings.toolchain)
             level = check_sandbox(settings.isolation)
             names = ", ".join(f"{g.name} (compute capability {g.compute_capability})" for g in gpus)
             typer.echo(f"{', '.join(target or [])}: ready on {names} with {toolchain.label}, isolation {level}")

@@ -19,7 +19,7 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from app.agents import install_agents
-from app.api import docs, evidence, health, pages, repository, search, snippets
+from app.api import artifacts, docs, evidence, health, pages, repository, search, snippets
 from app.errors import broken_index_line, install_error_handlers
 from app.search import SearchEngine
 from app.settings import Settings
@@ -149,6 +149,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     app.state.index_status = IndexStatus()
     for router in (search.router, pages.router, snippets.router, evidence.router, health.router, docs.router, repository.router):
         app.include_router(router)
+    app.include_router(artifacts.router)  # kept SASS/PTX, diffs, the toolchain matrix (issue 24)
     search.install(app)  # the lean /api/search route, in front of the declared one
     install_agents(app)  # /llms.txt, /pages/{id}.md (before the HTML /pages/{id}), MCP at /mcp
     docs.install(app)

@@ -56,6 +56,7 @@ class Settings(BaseSettings):
     stalled_after_s: float = 60.0  # a running job whose worker sent no heartbeat for this long is retried
     worker_heartbeat_s: float = 10.0  # how often a worker says it is alive (keep well below stalled_after_s)
     worker_cache: Path = Path(".kernelwiki/cache")  # a worker's runner result cache
+    toolchain: str | None = None  # a worker's CUDA release from `kernelwiki toolchains install` (None: the nvcc on PATH)
     isolation: str | None = (
         None  # sandbox of compiles and runs: bwrap (None: the default), unshare-net, none, auto (docs/sandbox.md)
     )

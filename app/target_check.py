@@ -45,15 +45,22 @@ def check_target(target: str, gpus: list[Any] | None = None, toolchain: Any | No
     return gpu, toolchain
 
 
-def check_targets(targets: list[str]) -> tuple[list[Any], Any]:
-    """The local GPUs that serve all of `targets` (GPU discovery and toolchain once), or WorkerRefused."""
+def check_targets(targets: list[str], release: str | None = None) -> tuple[list[Any], Any]:
+    """The local GPUs that serve all of `targets` (GPU discovery and toolchain once), or WorkerRefused.
+
+    `release` (KERNELWIKI_TOOLCHAIN): an installed CUDA release (runner/toolchains.py) instead of the nvcc on PATH;
+    the worker advertises it as the toolchain label of its evidence and of the jobs it skips."""
     from runner.gpus import discover_gpus, driver_present
     from runner.toolchain import discover_toolchain
+    from runner.toolchains import ToolchainError, select_toolchain, toolchains_dir
 
     if not targets:
         raise WorkerRefused("give the target(s) to serve, e.g. --target sm_90a")
+    try:
+        toolchain = select_toolchain(release, toolchains_dir().resolve()) if release else discover_toolchain()
+    except ToolchainError as exc:
+        raise WorkerRefused(f"KERNELWIKI_TOOLCHAIN: {exc}") from None
     gpus = discover_gpus() if driver_present() else None
-    toolchain = discover_toolchain()
     chosen: list[Any] = []
     for target in targets:
         gpu, _ = check_target(target, gpus, toolchain)

@@ -151,7 +151,7 @@ def run_gpu_worker(
         from runner.sandbox import WORKER_CGROUP_DEFAULT, cgroup_problem
 
         os.environ.setdefault("KERNELWIKI_CGROUP", WORKER_CGROUP_DEFAULT)  # before the runner reads its settings
-        gpus, toolchain = check_targets(targets)
+        gpus, toolchain = check_targets(targets, settings.toolchain)
         check_sandbox(settings.isolation)
         if problem := cgroup_problem():
             raise WorkerRefused(problem)

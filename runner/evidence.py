@@ -42,6 +42,7 @@ class EvidenceRecord:
     host: str  # machine that produced it
     isolation: str  # sandbox in force: bwrap | unshare-net | none
     command: str = ""  # exact command line(s) run in the snippet's folder, e.g. the nvcc invocation ("" in older records)
+    artifacts: dict[str, str] = field(default_factory=dict)  # compile step: sha256 of the kept SASS / PTX (runner/artifacts.py)
     mode: str = ""  # the snippet's mode: run | compile | compile_fail | sketch | error
     error_kind: str | None = None  # classification of the failure (undefined identifier, PTX syntax error, …)
     error_line: int | None = None  # page file line of the first error, when it maps back to the page

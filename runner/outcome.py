@@ -52,6 +52,9 @@ class StepOutcome:
     metrics: dict[str, Any] | None = None  # run: the harness's validated measurements (runner/metrics.py)
     isolation: str = "none"
     command: str = ""  # the exact command line(s) run in the snippet's folder ("a && b" for two builds)
+    artifacts: dict[str, str] = field(
+        default_factory=dict
+    )  # compile step: {"sass": sha256, "ptx": sha256, "note": why not} (runner/artifacts.py)
     host: str = field(default_factory=host_name)
     timestamp: str = field(default_factory=utc_now)
 
@@ -93,6 +96,7 @@ def to_record(snippet: Snippet, target: str, outcome: StepOutcome, toolchain: st
         host=outcome.host,
         isolation=outcome.isolation,
         command=outcome.command,
+        artifacts=outcome.artifacts,
         mode=snippet.mode,
         error_kind=outcome.kind,
         error_line=line,

@@ -46,7 +46,9 @@ class Toolchain:
 
     @property
     def label(self) -> str:
-        """Short name recorded in evidence, e.g. "nvcc 13.0.88"."""
+        """Short name recorded in evidence, e.g. "nvcc 13.0.88" ("ptxas 12.9.86" for a ptxas-only wheel toolchain)."""
+        if self.nvcc_version and not self.nvcc and self.ptxas:
+            return f"ptxas {self.nvcc_version}"
         return f"nvcc {self.nvcc_version}" if self.nvcc_version else "nvcc missing"
 
     @property

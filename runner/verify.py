@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from runner.artifacts import ArtifactStore, keep_artifacts
 from runner.batch import TargetBatch, batchable
 from runner.cache import DEFAULT_CACHE_DIR, ResultCache, cache_key
 from runner.compile import build_snippet, sass_step
@@ -197,6 +198,7 @@ class _Context:
         self.builds = 0
         self.started_processes = False
         self.batches: dict[int, TargetBatch] = {}  # id(snippet) → its targets' shared nvcc runs (compile-only)
+        self.artifacts: ArtifactStore | None = None  # where SASS and PTX are kept (None: not kept)
 
     def gpus(self) -> list[Gpu]:
         with self._lock:
@@ -273,11 +275,14 @@ def _work_raw(snippet: Snippet, target: str, ctx: _Context) -> list[StepOutcome]
         ctx.compile_only,
         [gpu.name, gpu.compute_capability, gpu.driver_version] if gpu else None,
         bool(ctx.toolchain.sass_tool) if sass_checked else None,
+        *(["artifacts", ctx.toolchain.nvdisasm] if ctx.artifacts is not None else []),
     )
     with ctx.key_lock(key):
         if key in ctx._memo:
             return ctx._memo[key]
         cached = ctx.cache.get(key) if ctx.cache else None
+        if cached is not None and not _artifacts_present(cached, ctx.artifacts):
+            cached = None
         if cached is not None:
             with ctx._lock:
                 ctx.hits += 1
@@ -299,6 +304,18 @@ def _compute(snippet: Snippet, target: str, gpu: Gpu | None, wants_run: bool, ct
     build = build_snippet(snippet, build_target, ctx.toolchain, want_program=wants_run, isolation=ctx.isolation, batch=batch)
     try:
         outcomes = [build.outcome]
+        if ctx.artifacts is not None and build.outcome.status == "pass":
+            binary = build.device_binary
+            build.outcome.artifacts = keep_artifacts(
+                ctx.artifacts,
+                snippet.id,
+                str(binary.relative_to(build.workdir)) if binary is not None and binary.is_relative_to(build.workdir) else None,
+                build.ptx,
+                build.workdir,
+                ctx.toolchain.nvdisasm,
+                ctx.toolchain.cuobjdump,
+                ctx.isolation,
+            )
         if snippet.checks.get("sass") or snippet.checks.get("no_sass"):
             outcomes.append(sass_step(build, snippet, build_target, ctx.toolchain, ctx.isolation))
         if wants_run:
@@ -312,6 +329,13 @@ def _compute(snippet: Snippet, target: str, gpu: Gpu | None, wants_run: bool, ct
         return outcomes
     finally:
         build.cleanup()
+
+
+def _artifacts_present(outcomes: list[StepOutcome], store: ArtifactStore | None) -> bool:
+    """A cached result serves a run that keeps artifacts only when the ones it names are still in the store."""
+    if store is None:
+        return True
+    return all(store.path(v).exists() for o in outcomes for k, v in o.artifacts.items() if k in ("sass", "ptx"))
 
 
 def verify(
@@ -329,6 +353,7 @@ def verify(
     gpus: list[Gpu] | None = None,
     isolation: str | None = None,
     snippets: list[Snippet] | None = None,
+    artifacts: ArtifactStore | None = None,
 ) -> VerifyReport:
     """Verify the snippets of the wiki at `pages_root` and return the evidence.
 
@@ -336,7 +361,8 @@ def verify(
     every target a snippet declares); use_cache=False re-verifies everything
     (results are still written to the cache); compile_only builds programs but
     does not run them. `gpus`, `toolchain` and `snippets` override discovery
-    (tests, remote runners). `isolation` (bwrap, unshare-net, none, auto; default
+    (tests, remote runners). `artifacts` keeps each clean build's normalised SASS and PTX
+    there (runner/artifacts.py). `isolation` (bwrap, unshare-net, none, auto; default
     the KERNELWIKI_ISOLATION setting, bwrap) must work here, else
     runner.sandbox.SandboxUnavailable is raised before anything runs. Never
     raises for a snippet's failure: failures are records.
@@ -355,6 +381,7 @@ def verify(
     ctx = _Context(
         tc, ResultCache(cache_root) if use_cache else _WriteOnlyCache(cache_root), compile_only, gpus, cache_root, level
     )
+    ctx.artifacts = artifacts
     wanted = {normalize_target(t) for t in targets} if targets else None
     work = [(s, t) for s in snippets for t in (s.targets or [""]) if wanted is None or t in wanted]
     total = len(work)

@@ -17,6 +17,7 @@ import re
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
@@ -100,8 +101,9 @@ def _plain(excerpt_html: str) -> str:
     return html.unescape(re.sub(r"</?mark>", "**", excerpt_html)).strip()
 
 
-def build_server(get_store: Callable[[], Store | None], base_url: str) -> MCPServer:
-    """The MCP server over the store `get_store()` returns (read at each call: the app sets it at start)."""
+def build_server(get_store: Callable[[], Store | None], base_url: str, evidence_dir: Path | None = None) -> MCPServer:
+    """The MCP server over the store `get_store()` returns (read at each call: the app sets it at start);
+    with `evidence_dir`, also `get_sass` over its toolchain matrix (app/agents/sass_tool.py)."""
     server: MCPServer = MCPServer(
         "kernelwiki",
         title="kernelwiki: proven GPU kernel facts",
@@ -289,6 +291,11 @@ def build_server(get_store: Callable[[], Store | None], base_url: str) -> MCPSer
             ]
         )
 
+    if evidence_dir is not None:
+        from app.agents.sass_tool import add_sass_tool
+        from app.artifacts import MatrixData
+
+        add_sass_tool(server, MatrixData(evidence_dir), READ_ONLY)
     return server
 
 
@@ -297,7 +304,7 @@ def run_stdio(settings: Settings, prepare: Callable[[], Store]) -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     with contextlib.redirect_stdout(sys.stderr):  # stdout carries the protocol: nothing else may reach it
         store = prepare()
-    build_server(lambda: store, settings.server_url).run("stdio")
+    build_server(lambda: store, settings.server_url, settings.evidence).run("stdio")
 
 
 class PostOnly:
@@ -322,7 +329,7 @@ class PostOnly:
 def mount_http(app: FastAPI) -> None:
     """Serve the tools at `/mcp` of `app` (stateless streamable HTTP), its session manager run by the app's lifespan."""
     settings: Settings = app.state.settings
-    server = build_server(lambda: getattr(app.state, "store", None), settings.server_url)
+    server = build_server(lambda: getattr(app.state, "store", None), settings.server_url, settings.evidence)
     server.streamable_http_app(  # makes the session manager; its Starlette app is not used
         streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=settings.host
     )

@@ -21,7 +21,7 @@ from tests.app.agent_fixtures import agent_records, prepared_store, write_agent_
 from tests.app.test_search import HOSTILE
 from tests.conftest import FIXTURE_WIKI, LiveServer
 
-TOOLS = {"search", "get_page", "get_snippet_evidence", "resolve"}
+TOOLS = {"search", "get_page", "get_snippet_evidence", "resolve", "get_sass"}  # get_sass: issue 24
 TIMEOUT_S = 60
 
 

@@ -59,6 +59,16 @@ def test_the_command_refuses_on_a_machine_without_a_gpu() -> None:
     assert "refusing to start: no NVIDIA driver is loaded" in done.stderr and "compute capability 9.0" in done.stderr
 
 
+def test_a_worker_asked_for_a_toolchain_that_is_not_installed_refuses_naming_it(tmp_path, monkeypatch) -> None:
+    from app.target_check import check_targets
+
+    monkeypatch.setenv("KERNELWIKI_TOOLCHAINS", str(tmp_path))
+    with pytest.raises(
+        WorkerRefused, match=r"KERNELWIKI_TOOLCHAIN: CUDA 13\.9 is not installed .*kernelwiki toolchains install 13\.9"
+    ):
+        check_targets(["sm_90a"], "13.9")
+
+
 def test_credentials_leave_the_environment_before_jobs_run(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in ("KERNELWIKI_RUNNER_TOKEN", "KERNELWIKI_QUEUE_DATABASE_URL", "KERNELWIKI_DB", "PGPASSWORD", "MY_API_TOKEN"):
         monkeypatch.setenv(key, "secret")
