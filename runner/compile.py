@@ -142,6 +142,22 @@ def _first_name(res: ProcessResult, suffix: str) -> str | None:
     return next((name for name in sorted(res.artifacts) if name.endswith(suffix)), None)
 
 
+def _compile_step(
+    argv: list[str], workdir: Path, tu: TranslationUnit, isolation: str | None, collect: tuple[str, ...] = ()
+) -> ProcessResult:
+    """One compile step in the sandbox under the compile limits: the source is bound read-only and handed
+    back (for the tamper check) with the files named in `collect`."""
+    return run_process(
+        argv,
+        workdir,
+        COMPILE_TIMEOUT_S,
+        limits=COMPILE_LIMITS,
+        isolation=isolation,
+        collect=(tu.filename, *collect),
+        protect=(tu.filename, *tu.companions),
+    )
+
+
 def source_digest(text: str | bytes) -> str:
     return hashlib.sha256(text.encode("utf-8") if isinstance(text, str) else text).hexdigest()
 
@@ -222,14 +238,8 @@ def build_snippet(
     argv += ["-c", "-o", "snippet.o"] if compile_only or lang == "cuda" else ["-o", EXECUTABLE]
     shared = batch.rdc_result(target, workdir) if batch is not None and lang == "cuda" else None
     kept = RDC_KEPT if lang == "cuda" else ()
-    res = shared or run_process(
-        argv,
-        workdir,
-        COMPILE_TIMEOUT_S,
-        limits=COMPILE_LIMITS,
-        isolation=isolation,
-        collect=(*kept, tu.filename, *(() if compile_only or lang == "cuda" else (EXECUTABLE,))),
-        protect=(tu.filename, *tu.companions),
+    res = shared or _compile_step(
+        argv, workdir, tu, isolation, collect=(*kept, *(() if compile_only or lang == "cuda" else (EXECUTABLE,)))
     )
     ptx = _first(res, ".ptx") if lang == "cuda" else None
     outcome = outcome_from_process(res, resources=parse_ptxas_resources(res.output) if lang == "cuda" else {})
@@ -298,15 +308,7 @@ def _link_whole_program(
     """Build the executable that runs, in whole-program mode, as a user would; its resources replace the -rdc ones."""
     argv = [nvcc, gencode(target), *PROGRAM_NVCC_FLAGS, *flags, build.tu.filename, "-o", EXECUTABLE]
     shared = batch.program_result(target, build.workdir) if batch is not None else None
-    res = shared or run_process(
-        argv,
-        build.workdir,
-        COMPILE_TIMEOUT_S,
-        limits=COMPILE_LIMITS,
-        isolation=isolation,
-        collect=(build.tu.filename, EXECUTABLE),
-        protect=(build.tu.filename, *build.tu.companions),
-    )
+    res = shared or _compile_step(argv, build.workdir, build.tu, isolation, collect=(EXECUTABLE,))
     outcome = build.outcome
     changed = tampered(res, build.tu)
     if changed:
@@ -367,15 +369,7 @@ def _build_ptx(build: Build, snippet: Snippet, target: str, toolchain: Toolchain
         build.outcome.detail = "ptxas not found"
         return build
     argv = [toolchain.ptxas, f"-arch={target}", "-v", "-o", "snippet.cubin", build.tu.filename]
-    res = run_process(
-        argv,
-        build.workdir,
-        COMPILE_TIMEOUT_S,
-        limits=COMPILE_LIMITS,
-        isolation=isolation,
-        collect=(build.tu.filename,),
-        protect=(build.tu.filename, *build.tu.companions),
-    )
+    res = _compile_step(argv, build.workdir, build.tu, isolation)
     outcome = outcome_from_process(res, resources=parse_ptxas_resources(res.output))
     outcome.warnings = dx.meaning_warnings(res.output)
     build.outcome, build.ptx = outcome, module
@@ -402,15 +396,7 @@ _PY_CHECK = "import sys; src = open('snippet.py', encoding='utf-8').read(); comp
 
 def _build_python(build: Build, snippet: Snippet, toolchain: Toolchain, isolation: str | None, want_program: bool) -> Build:
     argv = [toolchain.python, "-I", "-c", _PY_CHECK]
-    res = run_process(
-        argv,
-        build.workdir,
-        COMPILE_TIMEOUT_S,
-        limits=COMPILE_LIMITS,
-        isolation=isolation,
-        collect=(build.tu.filename,),
-        protect=(build.tu.filename, *build.tu.companions),
-    )
+    res = _compile_step(argv, build.workdir, build.tu, isolation)
     outcome = outcome_from_process(res)
     build.outcome = outcome
     changed = tampered(res, build.tu)
