@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -195,14 +196,21 @@ def from_row(row: Any) -> PerformanceClaim:
     )
 
 
-def claims_of_page(conn: Any, page_id: str) -> list[dict[str, Any]]:
-    """A page's stored claims as API objects, in page order, each with its measurement."""
-    from app.measured_claims import with_measurements  # the measurement rule's home (it reads claims from here)
+Annotate = Callable[[Any, list[PerformanceClaim]], list[dict[str, Any]]]
+"""Turns claims into API objects (the service passes app/measured_claims.with_measurements)."""
+
+
+def _plain(conn: Any, claims: list[PerformanceClaim]) -> list[dict[str, Any]]:
+    return [c.to_dict() for c in claims]
+
+
+def claims_of_page(conn: Any, page_id: str, annotate: Annotate = _plain) -> list[dict[str, Any]]:
+    """A page's stored claims as API objects, in page order (`annotate` adds each one's measurement)."""
     from app.models import PerformanceClaimRow, table_of
 
     t = table_of(PerformanceClaimRow)
     rows = conn.execute(t.select().where(t.c.page_id == page_id).order_by(t.c.position)).all()
-    return with_measurements(conn, [from_row(r) for r in rows])
+    return annotate(conn, [from_row(r) for r in rows])
 
 
 @dataclass(frozen=True)
@@ -214,7 +222,9 @@ class ClaimFilters:
     page: str | None = None
 
 
-def list_claims(conn: Any, filters: ClaimFilters, limit: int = 100, offset: int = 0) -> dict[str, Any]:
+def list_claims(
+    conn: Any, filters: ClaimFilters, limit: int = 100, offset: int = 0, annotate: Annotate = _plain
+) -> dict[str, Any]:
     """One window of every page's claims, filtered; the total; counts per gpu and per metric (facets)."""
     from sqlalchemy import func, select
 
@@ -247,9 +257,7 @@ def list_claims(conn: Any, filters: ClaimFilters, limit: int = 100, offset: int 
         }
         for name, column in (("gpu", c.c.gpu), ("metric", c.c.metric))
     }
-    from app.measured_claims import with_measurements  # each claim with its measurement
-
-    views = with_measurements(conn, [from_row(r) for r in rows])
+    views = annotate(conn, [from_row(r) for r in rows])
     items = [{**v, "page_title": r.page_title} for v, r in zip(views, rows, strict=True)]
     return {
         "items": items,
