@@ -19,9 +19,8 @@ bound: it must name a `source_id` and stays source-reported. A claim with neithe
 is a warning. And, as a report, a number with a performance unit in the prose that is neither a
 claim's value nor in a paragraph that cites a source or names a measuring program is a warning.
 
-This module reads the claims from the page's front matter itself (`Page.extra`), so that it can be
-merged with the repository-format parser (app/perf.py on the c23format branch) by replacing
-`read_bound_claims` with that parser plus the three keys.
+The claims are read, and the three keys checked, by app/perf.read_claims (the one parser of
+`performance_claims`); this module holds the rule that compares a bound claim with its measurement.
 """
 
 from __future__ import annotations
@@ -29,13 +28,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-BINDING_KEYS = ("measured_by", "metric_key", "tolerance")
-"""The keys kernelwiki adds to a KernelWiki performance claim."""
-DEFAULT_TOLERANCE = 0.10
-MAX_TOLERANCE = 1.0
+from app.perf import PerformanceClaim, read_claims
 
 UNAVAILABLE_GPUS = ("B200", "B300", "GB200", "GB300", "RTX 50", "RTX PRO", "H20", "A100", "H100", "MI")
 """GPUs no runner of this project has: claims about them are source-reported (an H200 is not an H100)."""
@@ -57,19 +53,8 @@ UNIT_SCALE = {
 """(unit the harness reports, unit the claim is written in) -> factor."""
 
 
-@dataclass
-class BoundClaim:
-    """One performance claim as this module reads it."""
-
-    position: int  # 1-based order in performance_claims
-    gpu: str
-    metric: str  # the claim's unit: "TB/s", "TFLOP/s", "cycles", "x"
-    value: float | None
-    source_id: str | None = None
-    measured_by: str | None = None
-    metric_key: str | None = None
-    tolerance: float = DEFAULT_TOLERANCE
-    problems: list[str] = field(default_factory=list)  # shape errors of the item
+BoundClaim = PerformanceClaim
+"""A claim as app/perf.read_claims reads it (the one parser of `performance_claims`)."""
 
 
 @dataclass
@@ -103,49 +88,15 @@ class ClaimVerdict:
     measurement: Measurement | None = None
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value) if math.isfinite(value) else None
-    try:
-        return float(str(value).replace(",", "").strip())
-    except ValueError:
-        return None
+def claim_problems(c: PerformanceClaim) -> list[str]:
+    """What makes a claim uncheckable: its binding-key problems (app/perf.py) and a missing gpu or value."""
+    missing = [] if c.gpu and c.value is not None else ["a claim needs 'gpu' and a numeric 'value'"]
+    return missing + c.problems
 
 
-def read_bound_claims(front: dict[str, Any]) -> list[BoundClaim]:
-    """The page's `performance_claims`, with kernelwiki's binding keys (shape problems kept per claim)."""
-    raw = front.get("performance_claims")
-    if not isinstance(raw, list):
-        return []
-    out = []
-    for i, item in enumerate(raw, start=1):
-        if not isinstance(item, dict):
-            out.append(BoundClaim(i, "", "", None, problems=["a claim must be a mapping"]))
-            continue
-        claim = BoundClaim(
-            position=i,
-            gpu=str(item.get("gpu") or ""),
-            metric=str(item.get("metric") or ""),
-            value=_number(item.get("value")),
-            source_id=str(item["source_id"]) if item.get("source_id") else None,
-            measured_by=str(item["measured_by"]) if item.get("measured_by") else None,
-            metric_key=str(item["metric_key"]) if item.get("metric_key") else None,
-        )
-        tol = _number(item.get("tolerance")) if "tolerance" in item else DEFAULT_TOLERANCE
-        if tol is None or not 0 < tol <= MAX_TOLERANCE:
-            claim.problems.append(
-                f"tolerance must be a number in (0, {MAX_TOLERANCE:g}] (relative), not {item.get('tolerance')!r}"
-            )
-        else:
-            claim.tolerance = tol
-        if not claim.gpu or claim.value is None:
-            claim.problems.append("a claim needs 'gpu' and a numeric 'value'")
-        if claim.measured_by and not claim.metric_key:
-            claim.problems.append("'measured_by' needs 'metric_key' (which of the program's metrics)")
-        out.append(claim)
-    return out
+def read_bound_claims(page: Any) -> list[PerformanceClaim]:
+    """The page's claims with their binding keys (app/perf.read_claims)."""
+    return read_claims(page)[0]
 
 
 def unavailable(gpu: str) -> bool:
@@ -162,7 +113,7 @@ def latest_measurement(claim: BoundClaim, records: Iterable[Any], content_hash: 
             continue
         if content_hash is not None and r.content_hash != content_hash:
             continue  # stale: the program changed since
-        if claim.gpu.lower() not in str(r.gpu_name or "").lower():
+        if (claim.gpu or "").lower() not in str(r.gpu_name or "").lower():
             continue
         m = ((getattr(r, "metrics", None) or {}).get("metrics") or {}).get(claim.metric_key or "")
         if not isinstance(m, dict) or best is not None and r.timestamp <= best[0].timestamp:
@@ -171,7 +122,7 @@ def latest_measurement(claim: BoundClaim, records: Iterable[Any], content_hash: 
     if best is None:
         return None
     r, m = best
-    scale = UNIT_SCALE.get((str(m.get("unit")), claim.metric))
+    scale = UNIT_SCALE.get((str(m.get("unit")), claim.metric or ""))
     if scale is None:
         raise ValueError(f"the program reports {claim.metric_key} in {m.get('unit')!r}, the claim is in {claim.metric!r}")
     v = float(m["value"]) * scale
@@ -185,9 +136,11 @@ def check_claims(claims: list[BoundClaim], records: list[Any], hashes: dict[str,
     """A verdict for every claim (see the module docstring); `hashes` maps snippet id -> current content hash."""
     out = []
     for c in claims:
-        if c.problems:
-            out.append(ClaimVerdict(c, "error", "; ".join(c.problems)))
+        problems = claim_problems(c)
+        if problems:
+            out.append(ClaimVerdict(c, "error", "; ".join(problems)))
             continue
+        assert c.gpu is not None
         if unavailable(c.gpu):
             if c.measured_by:
                 out.append(
@@ -228,10 +181,10 @@ def check_claims(claims: list[BoundClaim], records: list[Any], hashes: dict[str,
         assert c.value is not None
         off = abs(m.value - c.value) / abs(c.value) if c.value else math.inf
         if off > c.tolerance:
-            msg = f"{m.display(c.value, c.metric)}: off by {off:.1%}, more than the tolerance {c.tolerance:.0%}"
+            msg = f"{m.display(c.value, c.metric or '')}: off by {off:.1%}, more than the tolerance {c.tolerance:.0%}"
             out.append(ClaimVerdict(c, "error", msg, m))
         else:
-            out.append(ClaimVerdict(c, None, m.display(c.value, c.metric), m))
+            out.append(ClaimVerdict(c, None, m.display(c.value, c.metric or ""), m))
     return out
 
 
@@ -286,7 +239,7 @@ def lint_measured_claims(pages: Iterable[Any], snippets_by_page: dict[str, list[
     hashes = {s.id: s.content_hash for snippets in snippets_by_page.values() for s in snippets if s.mode == "run"}
     out = []
     for page in pages:
-        claims = read_bound_claims(page.extra)
+        claims = read_bound_claims(page)
         line = page.line_of("performance_claims")
         for v in check_claims(claims, records, hashes):
             if v.severity:
@@ -296,3 +249,95 @@ def lint_measured_claims(pages: Iterable[Any], snippets_by_page: dict[str, list[
                 Diagnostic(page.path, nline, "warning", f"'{text}' is neither a performance claim's value nor cited nor measured")
             )
     return out
+
+
+def claim_view(c: PerformanceClaim, verdict: ClaimVerdict) -> dict[str, Any]:
+    """What the page, the API and MCP show of one claim beside its fields: its state and its measurement.
+
+    `state`: "measured" (within tolerance), "out_of_tolerance", "not_measured" (bound, no current
+    passing run on the claimed GPU yet), "source_reported" (a cited number, e.g. a GPU we do not
+    have), "invalid" (a binding error), "unbacked" (neither measured_by nor source_id).
+    """
+    m = verdict.measurement
+    if m is not None:
+        assert c.value is not None
+        off = abs(m.value - c.value) / abs(c.value) if c.value else math.inf
+        within = off <= c.tolerance
+        state = "measured" if within else "out_of_tolerance"
+        measurement: dict[str, Any] | None = {
+            "value": m.value,
+            "ci_low": m.ci_low,
+            "ci_high": m.ci_high,
+            "ci": max(m.value - m.ci_low, m.ci_high - m.value),  # ± of the 95% interval of the median
+            "unit": c.metric,
+            "gpu": m.gpu_name,
+            "date": m.timestamp[:10],
+            "timestamp": m.timestamp,
+            "clocks": m.clocks,
+            "snippet_id": c.measured_by,
+            "record_id": m.record_id,
+            "relative_difference": off,
+            "within_tolerance": within,
+        }
+        display = m.display(c.value, c.metric or "")
+    else:
+        measurement = None
+        if verdict.severity == "error":
+            state, display = "invalid", verdict.message
+        elif c.measured_by:
+            state, display = "not_measured", "not measured yet"
+        elif c.source_id:
+            state, display = "source_reported", "source-reported"
+            if c.gpu and unavailable(c.gpu):
+                display = f"source-reported (no {c.gpu} here to measure it)"
+        else:
+            state, display = "unbacked", "neither measured nor cited"
+    return {"state": state, "display": display, "measurement": measurement}
+
+
+def _stored_records(conn: Any, snippet_ids: list[str]) -> tuple[list[Any], dict[str, str]]:
+    """Passing run records of these programs from the service's evidence table, and their current hashes."""
+    import json
+    from types import SimpleNamespace
+
+    from sqlalchemy import select
+
+    from app.models import EvidenceRow, SnippetRow, table_of
+
+    if not snippet_ids:
+        return [], {}
+    e, s = table_of(EvidenceRow), table_of(SnippetRow)
+    hashes = {
+        r.id: r.content_hash
+        for r in conn.execute(select(s.c.id, s.c.content_hash).where(s.c.id.in_(snippet_ids), s.c.mode == "run"))
+    }
+    rows = conn.execute(
+        select(e.c.record_id, e.c.snippet_id, e.c.step, e.c.status, e.c.content_hash, e.c.timestamp, e.c.data).where(
+            e.c.snippet_id.in_(snippet_ids), e.c.step == "run", e.c.status == "pass"
+        )
+    ).all()
+    records = []
+    for r in rows:
+        data = json.loads(r.data)
+        records.append(
+            SimpleNamespace(
+                record_id=r.record_id,
+                snippet_id=r.snippet_id,
+                step=r.step,
+                status=r.status,
+                content_hash=r.content_hash,
+                timestamp=r.timestamp,
+                gpu_name=data.get("gpu_name"),
+                metrics=data.get("metrics"),
+            )
+        )
+    return records, hashes
+
+
+def with_measurements(conn: Any, claims: list[PerformanceClaim]) -> list[dict[str, Any]]:
+    """The one data function of the claims display: each claim's fields (`to_dict`) plus `state`,
+    `display` and `measurement`, read from the service's evidence store in one query. The page
+    template, GET /api/pages/{id}, GET /api/performance-claims and MCP get_page all read this."""
+    records, hashes = _stored_records(conn, sorted({c.measured_by for c in claims if c.measured_by}))
+    verdicts = check_claims(claims, records, hashes)
+    return [{**c.to_dict(), **claim_view(c, v)} for c, v in zip(claims, verdicts, strict=True)]

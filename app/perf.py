@@ -16,6 +16,9 @@ read `PerformanceClaim.to_dict()`.
 from __future__ import annotations
 
 import json
+import math
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +30,15 @@ CLAIM_FIELDS = ("gpu", "dtype", "shape", "metric", "value", "utilization", "sour
 
 REQUIRED_FIELDS = ("gpu", "metric", "value")
 """Without these a claim says nothing checkable: lint warns."""
+
+BINDING_KEYS = ("measured_by", "metric_key", "tolerance")
+"""kernelwiki's keys binding a claim to the program that measures it (app/measured_claims.py checks them)."""
+DEFAULT_TOLERANCE = 0.10
+MAX_TOLERANCE = 1.0
+SNIPPET_ID = re.compile(r"^[a-z0-9][a-z0-9_.-]*:[0-9]+$")
+"""measured_by names a snippet: PAGE_ID:N."""
+METRIC_KEY = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+"""metric_key names a harness metric (the names runner/metrics.py accepts)."""
 
 
 @dataclass
@@ -44,6 +56,10 @@ class PerformanceClaim:
     source_id: str | None = None  # a source page backing the number
     source_locator: str | None = None  # where in that source
     data: dict[str, Any] = field(default_factory=dict)  # the item as written
+    measured_by: str | None = None  # the snippet id (PAGE_ID:N) whose runs measure it
+    metric_key: str | None = None  # which of that program's harness metrics
+    tolerance: float = DEFAULT_TOLERANCE  # relative (0.08 = 8%)
+    problems: list[str] = field(default_factory=list)  # binding-key errors of this item (lint: errors)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,7 +67,10 @@ class PerformanceClaim:
             "position": self.position,
             **{k: getattr(self, k) for k in CLAIM_FIELDS},
             "value_as_written": self.data.get("value"),
-            "extra": {k: v for k, v in self.data.items() if k not in CLAIM_FIELDS},
+            "measured_by": self.measured_by,
+            "metric_key": self.metric_key,
+            "tolerance": self.tolerance if self.measured_by else None,
+            "extra": {k: v for k, v in self.data.items() if k not in CLAIM_FIELDS + BINDING_KEYS},
         }
 
 
@@ -59,11 +78,33 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return float(value)
+        return float(value) if math.isfinite(value) else None
     try:
-        return float(str(value).replace(",", "").strip())
+        n = float(str(value).replace(",", "").strip())
     except ValueError:
         return None
+    return n if math.isfinite(n) else None
+
+
+def _binding(item: dict[str, Any]) -> tuple[str | None, str | None, float, list[str]]:
+    """measured_by, metric_key, tolerance of one item, and what is wrong with them."""
+    problems = []
+    measured_by = _text(item.get("measured_by")) if item.get("measured_by") not in (None, "") else None
+    metric_key = _text(item.get("metric_key")) if item.get("metric_key") not in (None, "") else None
+    if measured_by is not None and not SNIPPET_ID.match(measured_by):
+        problems.append(f"measured_by must be a snippet id (PAGE_ID:N), not {measured_by!r}")
+    if metric_key is not None and not METRIC_KEY.match(metric_key):
+        problems.append(f"metric_key must be a harness metric name ([a-z0-9_.-]), not {metric_key!r}")
+    if measured_by and not metric_key:
+        problems.append("'measured_by' needs 'metric_key' (which of the program's metrics)")
+    tolerance = DEFAULT_TOLERANCE
+    if "tolerance" in item:
+        tol = _number(item.get("tolerance"))
+        if tol is None or not 0 < tol <= MAX_TOLERANCE:
+            problems.append(f"tolerance must be a number in (0, {MAX_TOLERANCE:g}] (relative), not {item.get('tolerance')!r}")
+        else:
+            tolerance = tol
+    return measured_by, metric_key, tolerance, problems
 
 
 def _text(value: Any) -> str | None:
@@ -92,6 +133,7 @@ def read_claims(page: Page) -> tuple[list[PerformanceClaim], list[Diagnostic]]:
             problems.append(
                 Diagnostic(page.path, line, "warning", f"performance_claims item {n}: value {item['value']!r} is not a number")
             )
+        measured_by, metric_key, tolerance, binding_problems = _binding(item)
         claims.append(
             PerformanceClaim(
                 page_id=page.id,
@@ -105,6 +147,10 @@ def read_claims(page: Page) -> tuple[list[PerformanceClaim], list[Diagnostic]]:
                 source_id=_text(item.get("source_id")),
                 source_locator=_text(item.get("source_locator")),
                 data=item,
+                measured_by=measured_by,
+                metric_key=metric_key,
+                tolerance=tolerance,
+                problems=binding_problems,
             )
         )
     return claims, problems
@@ -135,22 +181,36 @@ def rows_for(page: Page) -> list[dict[str, Any]]:
 
 
 def from_row(row: Any) -> PerformanceClaim:
-    """A stored row back as a claim."""
+    """A stored row back as a claim (the binding keys read again from the item as written)."""
+    data = json.loads(row.data)
+    measured_by, metric_key, tolerance, problems = _binding(data if isinstance(data, dict) else {})
     return PerformanceClaim(
         page_id=row.page_id,
         position=row.position,
         **{k: getattr(row, k) for k in CLAIM_FIELDS},
-        data=json.loads(row.data),
+        data=data,
+        measured_by=measured_by,
+        metric_key=metric_key,
+        tolerance=tolerance,
+        problems=problems,
     )
 
 
-def claims_of_page(conn: Any, page_id: str) -> list[dict[str, Any]]:
-    """A page's stored claims as API objects, in page order."""
+Annotate = Callable[[Any, list[PerformanceClaim]], list[dict[str, Any]]]
+"""Turns claims into API objects (the service passes app/measured_claims.with_measurements)."""
+
+
+def _plain(conn: Any, claims: list[PerformanceClaim]) -> list[dict[str, Any]]:
+    return [c.to_dict() for c in claims]
+
+
+def claims_of_page(conn: Any, page_id: str, annotate: Annotate = _plain) -> list[dict[str, Any]]:
+    """A page's stored claims as API objects, in page order (`annotate` adds each one's measurement)."""
     from app.models import PerformanceClaimRow, table_of
 
     t = table_of(PerformanceClaimRow)
     rows = conn.execute(t.select().where(t.c.page_id == page_id).order_by(t.c.position)).all()
-    return [from_row(r).to_dict() for r in rows]
+    return annotate(conn, [from_row(r) for r in rows])
 
 
 @dataclass(frozen=True)
@@ -162,7 +222,9 @@ class ClaimFilters:
     page: str | None = None
 
 
-def list_claims(conn: Any, filters: ClaimFilters, limit: int = 100, offset: int = 0) -> dict[str, Any]:
+def list_claims(
+    conn: Any, filters: ClaimFilters, limit: int = 100, offset: int = 0, annotate: Annotate = _plain
+) -> dict[str, Any]:
     """One window of every page's claims, filtered; the total; counts per gpu and per metric (facets)."""
     from sqlalchemy import func, select
 
@@ -195,7 +257,8 @@ def list_claims(conn: Any, filters: ClaimFilters, limit: int = 100, offset: int 
         }
         for name, column in (("gpu", c.c.gpu), ("metric", c.c.metric))
     }
-    items = [{**from_row(r).to_dict(), "page_title": r.page_title} for r in rows]
+    views = annotate(conn, [from_row(r) for r in rows])
+    items = [{**v, "page_title": r.page_title} for v, r in zip(views, rows, strict=True)]
     return {
         "items": items,
         "total": total,

@@ -201,7 +201,7 @@ class PagePublic(BaseModel):
     )
     performance_claims: list[dict[str, Any]] = Field(
         default_factory=list,
-        description="the page's performance_claims, one object per claim (gpu, dtype, shape, metric, value, … ; app/perf.py)",
+        description="the page's performance_claims, one object per claim (gpu, dtype, shape, metric, value, …; app/perf.py) with state, display and measurement (value, ci, unit, gpu, date, clocks, snippet_id, within_tolerance; app/measured_claims.py)",
     )
     problems: list[dict[str, Any]] = Field(
         default_factory=list,

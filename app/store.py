@@ -27,6 +27,7 @@ from app.evidence_status import StatusIndex, build_status_index, data_version
 from app.evidence_store import EvidenceStore, page_evidence_text
 from app.facets import FILTER_FACETS
 from app.index import IndexReport, reindex
+from app.measured_claims import with_measurements
 from app.models import (
     AliasRow,
     DiagnosticRow,
@@ -414,7 +415,7 @@ class Store:
                     seen.add(b.source_id)
                     backlinks.append(link(b.source_id, True))
             snippets = self.evidence.snippets_with_evidence(conn, page_id=page_id)
-            performance_claims = claims_of_page(conn, page_id)  # app/perf.py
+            performance_claims = claims_of_page(conn, page_id, with_measurements)  # app/perf.py, app/measured_claims.py
             problems = [
                 {"line": d.line, "severity": d.severity, "message": d.message}
                 for d in conn.execute(

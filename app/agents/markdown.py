@@ -195,9 +195,23 @@ def front_matter(page: PagePublic, base_url: str) -> str:
         facts["evidence"] = evidence_counts(page.evidence_summary)
     if isinstance(meta.get("reproducibility"), str):
         facts["reproducibility"] = meta["reproducibility"]
-    if page.performance_claims:  # app/perf.py: as the page states them (source-reported, not measured here)
+    if page.performance_claims:  # app/perf.py + app/measured_claims.with_measurements: the claim and its measurement
         facts["performance_claims"] = [
-            {k: c[k] for k in (*CLAIM_FIELDS, "value_as_written") if c.get(k) is not None} for c in page.performance_claims
+            {
+                k: c[k]
+                for k in (
+                    *CLAIM_FIELDS,
+                    "value_as_written",
+                    "measured_by",
+                    "metric_key",
+                    "tolerance",
+                    "state",
+                    "display",
+                    "measurement",
+                )
+                if c.get(k) is not None
+            }
+            for c in page.performance_claims
         ]
     dumped = yaml.dump(facts, Dumper=_FactsDumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100_000)
     return f"---\n{dumped}---\n"

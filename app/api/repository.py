@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, Request
 
 from app.deps import ConnDep, Offset
+from app.measured_claims import with_measurements
 from app.perf import ClaimFilters, list_claims
 from app.queries_views import VIEWS, cached_view, facet_counts
 
@@ -26,7 +27,8 @@ def performance_claims(
     offset: Offset = 0,
 ) -> dict[str, Any]:
     """Every page's performance_claims, filtered by gpu=/metric=/page=, with counts per gpu and metric."""
-    return list_claims(conn, ClaimFilters(gpu=gpu, metric=metric, page=page), limit=limit, offset=offset)
+    filters = ClaimFilters(gpu=gpu, metric=metric, page=page)
+    return list_claims(conn, filters, limit=limit, offset=offset, annotate=with_measurements)  # each with its measurement
 
 
 @router.get("/queries")

@@ -8,6 +8,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response
 
 from app.deps import ConnDep, Offset
+from app.measured_claims import with_measurements
 from app.perf import ClaimFilters, list_claims
 from app.queries_views import VIEWS, cached_view, facet_counts
 from app.web.respond import html_page
@@ -19,7 +20,8 @@ Param = Annotated[str | None, Query(max_length=200)]
 @router.get("/performance-claims")
 def performance_claims(request: Request, conn: ConnDep, gpu: Param = None, metric: Param = None, offset: Offset = 0) -> Response:
     """Every performance claim, filterable by GPU and metric."""
-    data = list_claims(conn, ClaimFilters(gpu=gpu or None, metric=metric or None), limit=100, offset=offset)
+    filters = ClaimFilters(gpu=gpu or None, metric=metric or None)
+    data = list_claims(conn, filters, limit=100, offset=offset, annotate=with_measurements)  # the API's objects
     return html_page(request, "claims.html", {"title": "Performance claims", "d": data, "gpu": gpu or "", "metric": metric or ""})
 
 

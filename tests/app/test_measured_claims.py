@@ -10,8 +10,10 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.measured_claims import BoundClaim, check_claims, prose_numbers, read_bound_claims, unavailable
+from app.perf import read_claims
 from runner.evidence import EvidenceRecord, write_jsonl
 from snippets.extract import extract_snippets
+from snippets.page import parse_page
 
 PAGE = """---
 id: claim-bound
@@ -102,9 +104,9 @@ def test_stale_and_other_gpu_measurements_do_not_count(tmp_path: Path) -> None:
 
 def test_a_claim_about_a_gpu_we_do_not_have_stays_source_reported() -> None:
     assert unavailable("B200") and unavailable("NVIDIA H100") and not unavailable("H200")
-    sourced = BoundClaim(1, "B200", "TFLOPS", 1326.11, source_id="blog-x")
-    measured = BoundClaim(2, "B200", "TFLOPS", 1326.11, measured_by="p:1", metric_key="k")
-    bare = BoundClaim(3, "B200", "TFLOPS", 1326.11)
+    sourced = BoundClaim("p", 1, gpu="B200", metric="TFLOPS", value=1326.11, source_id="blog-x")
+    measured = BoundClaim("p", 2, gpu="B200", metric="TFLOPS", value=1326.11, measured_by="p:1", metric_key="k")
+    bare = BoundClaim("p", 3, gpu="B200", metric="TFLOPS", value=1326.11)
     verdicts = check_claims([sourced, measured, bare], [], {"p:1": "h"})
     assert verdicts[0].severity is None and "source-reported (blog-x); no B200 here" in verdicts[0].message
     assert verdicts[1].severity == "error" and "cannot be measured_by" in verdicts[1].message
@@ -112,21 +114,27 @@ def test_a_claim_about_a_gpu_we_do_not_have_stays_source_reported() -> None:
 
 
 def test_malformed_claims_are_errors_naming_the_problem() -> None:
-    claims = read_bound_claims(
-        {
-            "performance_claims": [
-                {"gpu": "H200", "value": "fast"},
-                {"gpu": "H200", "value": 1, "tolerance": 5},
-                "x",
-                {"gpu": "H200", "value": 1, "measured_by": "p:1"},
-            ]
-        }
-    )
-    messages = [v.message for v in check_claims(claims, [], {})]
+    front = """---
+id: p
+title: P
+type: hardware
+performance_claims:
+  - {gpu: H200, value: fast}
+  - {gpu: H200, value: 1, tolerance: 5}
+  - x
+  - {gpu: H200, value: 1, measured_by: "p:1"}
+  - {gpu: H200, value: 1, measured_by: "not a snippet", metric_key: Bad_Name}
+---
+"""
+    page, _ = parse_page(front.encode(), "p.md")
+    assert page is not None
+    claims, problems = read_claims(page)  # app/perf.py: the one parser
+    assert any("item 3 is not a mapping" in p.message for p in problems)
+    messages = [v.message for v in check_claims(read_bound_claims(page), [], {})]
     assert "numeric 'value'" in messages[0]
     assert "tolerance must be" in messages[1]
-    assert "must be a mapping" in messages[2]
-    assert "needs 'metric_key'" in messages[3]
+    assert "needs 'metric_key'" in messages[2]
+    assert "measured_by must be a snippet id" in messages[3] and "metric_key must be a harness metric name" in messages[3]
 
 
 def test_prose_numbers_without_source_or_measurement_are_reported() -> None:
