@@ -11,8 +11,11 @@ Evaluation (docs/snippets.md): a metric's value over the run is the **sum over
 every profiled kernel launch** (ncu-kernel= narrows which launches). A program
 that launches its kernel once (the harness's `KERNELWIKI_PROFILE=1`, which this
 step sets) therefore asserts on that one launch. No launch profiled, a metric
-missing or not a number: the step fails, naming it. No GPU, no ncu binary: the
-step is `skipped` with the reason, never a pass.
+missing or not a number: the step fails, naming it. No GPU, no ncu binary, or
+counters the driver refuses to the sandbox's user (ERR_NVGPUCTRPERM): the step is
+`skipped` with the reason, never a pass. ncu stopped any other way (by the sandbox
+or the seccomp filter, for instance) is an `error` whose detail quotes ncu's own
+==ERROR== lines.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ NCU_TIMEOUT_FACTOR = 4
 
 NCU_STATUS_MARKERS = ("==PROF==", "==ERROR==", "==WARNING==")
 """Line prefixes of ncu's own messages on stdout/stderr (kept for the detail of a failed step)."""
+
+COUNTERS_RESTRICTED = "ERR_NVGPUCTRPERM"
+"""ncu's error code when the driver restricts the performance counters to administrators."""
 
 _HEADER_NEEDS = ("ID", "Kernel Name", "Metric Name", "Metric Value")
 _NUMBER = re.compile(r"-?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
@@ -217,6 +223,13 @@ def ncu_step(
     if res.stdout.truncated:
         outcome.status, outcome.kind = "error", "ncu output"
         outcome.detail = "ncu's output was larger than the runner keeps: the CSV cannot be read whole"
+        return outcome
+    denied = next((m for m in messages if COUNTERS_RESTRICTED in m), None)
+    if denied:
+        # The driver keeps the GPU's counters to administrators (NVreg_RestrictProfilingToAdminUsers) and the
+        # sandboxed user is not one: nothing could be measured here, which is a skip, not a verdict.
+        outcome.status, outcome.kind = "skipped", "ncu could not profile"
+        outcome.detail = f"not profiled: the GPU's performance counters are refused to the sandbox's user ({denied})"[:600]
         return outcome
     try:
         reading = parse_ncu_csv(res.stdout.text)
