@@ -4,18 +4,24 @@ without a GPU or ncu, and the service accepting the new step."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
 from app.evidence_ingest import parse_record
-from runner.ncu import MAX_CSV_BYTES, NcuCsvError, evaluate, find_ncu, ncu_argv, parse_ncu_csv
+from runner.compile import Build
+from runner.gpus import Gpu
+from runner.ncu import MAX_CSV_BYTES, NcuCsvError, evaluate, find_ncu, ncu_argv, ncu_step, parse_ncu_csv
+from runner.outcome import StepOutcome
 from runner.toolchain import Toolchain
 from runner.verify import verify
 from snippets.attributes import MAX_NCU_ASSERTIONS, InfoStringError, check_snippet_rules, parse_attributes
+from snippets.snippet import Snippet
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 LD = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
 ST = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"
+GPU = Gpu(0, "NVIDIA H200", "9.0", "580.159.04")  # named only: the stand-in ncu below never touches a GPU
 
 
 def test_ncu_assertions_are_parsed_and_normalised() -> None:
@@ -141,3 +147,52 @@ def test_without_a_gpu_the_ncu_step_is_skipped_never_passed(
     assert steps["ncu"].status == "skipped" and steps["ncu"].message == "not profiled: no GPU of this architecture here"
     record, error = parse_record(steps["ncu"].to_dict())
     assert error is None and record is not None and record.to_record()["step"] == "ncu"
+
+
+def _fake_build_and_snippet(tmp_path: Path, ncu_line: str) -> tuple[Build, Snippet]:
+    from snippets.extract import extract_snippets
+
+    (found,), problems = extract_snippets("t-ncu", "p.md", f"```cuda run {ncu_line}\nint main() {{}}\n```\n", 1, ["sm90"])
+    assert not problems
+    outcome = StepOutcome(step="compile", status="pass")
+    build = Build(outcome, tmp_path, cast(Any, None), ["snippet"], {"snippet": b"#!/bin/sh\necho program output\n"})
+    return build, found
+
+
+def _fake_ncu(tmp_path: Path, text: str) -> str:
+    """A stand-in for ncu (the real one needs a GPU): it runs the program as ncu would, insists on
+    KERNELWIKI_PROFILE=1, then prints `text` on stdout, all inside the sandbox."""
+    folder = tmp_path / "fake-ncu"
+    folder.mkdir()
+    (folder / "out.txt").write_text(text)
+    tool = folder / "ncu"
+    tool.write_text(
+        f'#!/bin/sh\nfor last; do :; done\n"$last" || exit 3\n[ "$KERNELWIKI_PROFILE" = 1 ] || exit 4\ncat {folder}/out.txt\n'
+    )
+    tool.chmod(0o755)
+    return str(tool)
+
+
+def test_the_step_reads_ncus_csv_from_the_sandboxed_commands_stdout(tmp_path: Path, toolchain: Toolchain) -> None:
+    build, snippet = _fake_build_and_snippet(tmp_path, f'ncu-kernel=transpose_swizzled ncu="{LD} == 0; {ST} > 0"')
+    ncu = _fake_ncu(tmp_path, (FIXTURES / "transpose.csv").read_text())
+    outcome = ncu_step(build, snippet, GPU, toolchain, ncu=ncu)
+    assert outcome.step == "ncu" and outcome.status == "fail", outcome.detail
+    assert [c["ok"] for c in outcome.checks] == [True, False]
+    assert outcome.detail == f"{ST} > 0: {ST} = 0 (sum over 1 launch(es) of 1 profiled)"
+    assert outcome.resources["ncu"] == ncu and outcome.isolation == "bwrap"
+
+
+def test_counters_refused_to_the_sandbox_user_are_a_skip_with_the_reason(tmp_path: Path, toolchain: Toolchain) -> None:
+    build, snippet = _fake_build_and_snippet(tmp_path, f'ncu="{LD} == 0"')
+    refused = "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters\n"
+    outcome = ncu_step(build, snippet, GPU, toolchain, ncu=_fake_ncu(tmp_path, refused))
+    assert outcome.status == "skipped" and "ERR_NVGPUCTRPERM" in outcome.detail
+
+
+def test_ncu_stopped_otherwise_is_an_error_quoting_ncu(tmp_path: Path, toolchain: Toolchain) -> None:
+    build, snippet = _fake_build_and_snippet(tmp_path, f'ncu="{LD} == 0"')
+    stopped = "==ERROR== Failed to connect to the target process\n"
+    outcome = ncu_step(build, snippet, GPU, toolchain, ncu=_fake_ncu(tmp_path, stopped))
+    assert outcome.status == "error" and "Failed to connect to the target process" in outcome.detail
+    assert ncu_step(build, snippet, None, toolchain, ncu="/nonexistent").status == "skipped"
