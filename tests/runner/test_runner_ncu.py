@@ -196,3 +196,20 @@ def test_ncu_stopped_otherwise_is_an_error_quoting_ncu(tmp_path: Path, toolchain
     outcome = ncu_step(build, snippet, GPU, toolchain, ncu=_fake_ncu(tmp_path, stopped))
     assert outcome.status == "error" and "Failed to connect to the target process" in outcome.detail
     assert ncu_step(build, snippet, None, toolchain, ncu="/nonexistent").status == "skipped"
+
+
+def test_a_passing_ncu_record_reads_as_counters_on_the_gpu() -> None:
+    from app.schemas import EvidencePublic
+    from app.web.badges import step_badge
+
+    record = EvidencePublic(
+        record_id="r",
+        snippet_id="t-ncu:1",
+        target="sm_90",
+        step="ncu",
+        status="pass",
+        stale=False,
+        timestamp="2026-12-03T16:00:00Z",
+        data={"gpu_name": "NVIDIA H200"},
+    )
+    assert step_badge(record, "sm_90").text == "Nsight Compute counters as asserted on NVIDIA H200"
