@@ -57,7 +57,7 @@ LABEL = {
 }
 """How a status reads in a sentence or on a chip."""
 
-STEP_ORDER = ("compile", "ptx", "sass", "check", "run")
+STEP_ORDER = ("compile", "ptx", "sass", "check", "run", "ncu")
 """Steps in build order (how badges are listed)."""
 
 

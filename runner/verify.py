@@ -27,6 +27,7 @@ from runner.cute_dsl import judge as judge_dsl, sandbox_check as cute_sandbox_ch
 from runner.evidence import EvidenceRecord, write_jsonl
 from runner.execute import run_step
 from runner.gpus import Gpu, discover_gpus_cached, pick_gpu
+from runner.ncu import find_ncu, ncu_step
 from runner.outcome import StepOutcome, to_record
 from runner.sandbox import detect_isolation
 from runner.status import FAILING, SYNTAX_OK, honest_python, worst
@@ -275,6 +276,7 @@ def _work_raw(snippet: Snippet, target: str, ctx: _Context) -> list[StepOutcome]
         ctx.compile_only,
         [gpu.name, gpu.compute_capability, gpu.driver_version] if gpu else None,
         bool(ctx.toolchain.sass_tool) if sass_checked else None,
+        find_ncu() if snippet.checks.get("ncu") and wants_run else None,
         *(["artifacts", ctx.toolchain.nvdisasm] if ctx.artifacts is not None else []),
     )
     with ctx.key_lock(key):
@@ -326,6 +328,13 @@ def _compute(snippet: Snippet, target: str, gpu: Gpu | None, wants_run: bool, ct
             else:
                 with ctx.gpu_lock(gpu):
                     outcomes.append(run_step(build, snippet, target, gpu, ctx.toolchain, ctx.isolation))
+                    if snippet.checks.get("ncu") and outcomes[-1].status == "pass":
+                        outcomes.append(ncu_step(build, snippet, gpu, ctx.toolchain, ctx.isolation))
+            if snippet.checks.get("ncu") and outcomes[-1].step == "run" and outcomes[-1].status != "pass":
+                why = f"not profiled: the run step is {outcomes[-1].status}"
+                if gpu is None and not ctx.compile_only:
+                    why = ncu_step(build, snippet, None, ctx.toolchain, ctx.isolation).detail
+                outcomes.append(StepOutcome(step="ncu", status="skipped", detail=why))
         return outcomes
     finally:
         build.cleanup()

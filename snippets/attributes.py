@@ -58,8 +58,31 @@ MAX_PATTERN_CHARS = 256
 RE2_MAX_MEM = 8 * 1024 * 1024
 """Memory RE2 may use for one compiled check pattern; a pattern needing more is refused."""
 
+MAX_NCU_ASSERTIONS = 8
+"""Most `ncu=` assertions one block may make (each is one metric Nsight Compute collects)."""
+
+NCU_OPERATORS = ("==", "<=", ">=", "<", ">")
+"""The comparisons an `ncu=` assertion may use (two-character ones first: the parser tries them in this order)."""
+
+_NCU_ASSERTION = re.compile(r"([a-z0-9_.]{1,128})\s*(==|<=|>=|<|>)\s*([0-9]{1,18}(?:\.[0-9]{1,9})?)")
+_NCU_KERNEL = re.compile(r"[A-Za-z0-9_]{1,128}")
+
 _BARE = {"run", "compile", "sketch", "chain"}
-_VALUED = {"compile_fail", "arch", "timeout", "output", "id", "uses", "flags", "sass", "no_sass", "ptx", "no_ptx"}
+_VALUED = {
+    "compile_fail",
+    "arch",
+    "timeout",
+    "output",
+    "id",
+    "uses",
+    "flags",
+    "sass",
+    "no_sass",
+    "ptx",
+    "no_ptx",
+    "ncu",
+    "ncu-kernel",
+}
 _REPEATABLE = {"sass", "no_sass", "ptx", "no_ptx"}
 KNOWN_ATTRIBUTES: frozenset[str] = frozenset(_BARE | _VALUED)
 """Every attribute the grammar knows."""
@@ -86,6 +109,8 @@ class Attributes:
     no_sass: list[str] = field(default_factory=list)  # regexes the SASS must not match
     ptx: list[str] = field(default_factory=list)  # regexes the PTX must match
     no_ptx: list[str] = field(default_factory=list)  # regexes the PTX must not match
+    ncu: list[str] = field(default_factory=list)  # Nsight Compute assertions, each "METRIC OP VALUE"
+    ncu_kernel: str | None = None  # ncu-kernel=NAME: only kernels whose name contains NAME are profiled
 
     def to_dict(self) -> dict[str, Any]:
         """Only the attributes that were given (JSON-safe)."""
@@ -225,6 +250,42 @@ def parse_flags(value: str) -> list[str]:
     return flags
 
 
+def parse_ncu(value: str) -> list[str]:
+    """Split `ncu="METRIC OP VALUE; …"` at `;` and check each assertion by value: a metric name from [a-z0-9_.],
+    one of `NCU_OPERATORS`, a plain decimal number; at most `MAX_NCU_ASSERTIONS`. Returns them normalised
+    ("METRIC OP VALUE", single spaces). Nothing else can reach the ncu command line."""
+    parts = [p.strip() for p in value.split(";")]
+    if not value.strip() or any(not p for p in parts):
+        raise InfoStringError('ncu= needs assertions "METRIC OP VALUE", separated by ";"')
+    if len(parts) > MAX_NCU_ASSERTIONS:
+        raise InfoStringError(f"ncu= makes {len(parts)} assertions (at most {MAX_NCU_ASSERTIONS})")
+    out: list[str] = []
+    for part in parts:
+        m = _NCU_ASSERTION.fullmatch(part)
+        if not m:
+            raise InfoStringError(
+                f"ncu=: '{part[:80]}' is not METRIC OP VALUE (metric from [a-z0-9_.], "
+                f"operator one of {' '.join(NCU_OPERATORS)}, value a decimal number)"
+            )
+        out.append(f"{m.group(1)} {m.group(2)} {m.group(3)}")
+    return out
+
+
+def split_ncu(assertion: str) -> tuple[str, str, float]:
+    """(metric, operator, value) of one assertion that `parse_ncu` accepted (InfoStringError otherwise)."""
+    m = _NCU_ASSERTION.fullmatch(assertion)
+    if not m:
+        raise InfoStringError(f"ncu=: '{assertion[:80]}' is not METRIC OP VALUE")
+    return m.group(1), m.group(2), float(m.group(3))
+
+
+def check_ncu_kernel(value: str) -> str:
+    """An `ncu-kernel=` name: [A-Za-z0-9_] only (it becomes ncu's `-k regex:NAME`, so no regex syntax at all)."""
+    if not _NCU_KERNEL.fullmatch(value):
+        raise InfoStringError(f"ncu-kernel=: '{value[:80]}' is not a kernel name (letters, digits, _; at most 128)")
+    return value
+
+
 def check_snippet_rules(flags: list[str], checks: dict[str, list[str]]) -> None:
     """The grammar's rules for what reaches the compiler and the regex engine, applied again to a snippet that
     arrives from elsewhere (a queue job, a cache, a caller): every flag in the vocabulary, every check a pattern
@@ -236,12 +297,25 @@ def check_snippet_rules(flags: list[str], checks: dict[str, list[str]]) -> None:
     if not isinstance(checks, dict):
         raise InfoStringError("the sass=/ptx= checks must be a mapping")
     for key, patterns in checks.items():
-        if key not in _REPEATABLE:
-            raise InfoStringError(f"unknown check '{key}' (known: {', '.join(sorted(_REPEATABLE))})")
+        if key not in _CHECK_KEYS:
+            raise InfoStringError(f"unknown check '{key}' (known: {', '.join(sorted(_CHECK_KEYS))})")
         if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
             raise InfoStringError(f"{key}= must be a list of patterns")
+        if key == "ncu":
+            if not patterns or parse_ncu("; ".join(patterns)) != patterns:
+                raise InfoStringError("ncu= assertions must be written as parse_ncu normalises them")
+            continue
+        if key == "ncu_kernel":
+            if len(patterns) != 1:
+                raise InfoStringError("ncu-kernel= takes one name")
+            check_ncu_kernel(patterns[0])
+            continue
         for pattern in patterns:
             _regex(key, pattern)
+
+
+_CHECK_KEYS = _REPEATABLE | {"ncu", "ncu_kernel"}
+"""Keys of a snippet's `checks` mapping: the regex checks, the ncu assertions and the ncu kernel filter."""
 
 
 def parse_attributes(text: str) -> Attributes:
@@ -313,6 +387,10 @@ def parse_attributes(text: str) -> Attributes:
             attrs.uses = _names("uses", value)
         elif key == "flags":
             attrs.flags = parse_flags(value)
+        elif key == "ncu":
+            attrs.ncu = parse_ncu(value)
+        elif key == "ncu-kernel":
+            attrs.ncu_kernel = check_ncu_kernel(value)
         else:  # sass, no_sass, ptx, no_ptx
             getattr(attrs, key).append(_regex(key, value))
     return attrs

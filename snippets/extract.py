@@ -87,6 +87,10 @@ def _check_combinations(lang: str, mode: str, attrs: Attributes) -> tuple[list[s
         errors.append(f"sass=/no_sass= checks need device code: not available for {lang} blocks")
     if (attrs.ptx or attrs.no_ptx) and lang not in ("cuda", "ptx"):
         errors.append(f"ptx=/no_ptx= checks need device code: not available for {lang} blocks")
+    if (attrs.ncu or attrs.ncu_kernel) and mode != "run":
+        errors.append(f"ncu=/ncu-kernel= need a block that runs (this block's mode is {mode})")
+    if attrs.ncu_kernel and not attrs.ncu:
+        errors.append("ncu-kernel= names the kernel of ncu= assertions: give ncu= too")
     if attrs.output is not None and mode != "run":
         errors.append(f"output= needs a block that runs (this block's mode is {mode})")
     if attrs.timeout is not None and mode != "run":
@@ -169,7 +173,9 @@ def extract_snippets(
                 k: list(v)
                 for k, v in (("sass", attrs.sass), ("no_sass", attrs.no_sass), ("ptx", attrs.ptx), ("no_ptx", attrs.no_ptx))
                 if v
-            },
+            }
+            | ({"ncu": list(attrs.ncu)} if attrs.ncu else {})
+            | ({"ncu_kernel": [attrs.ncu_kernel]} if attrs.ncu and attrs.ncu_kernel else {}),
             hidden_lines=hidden,
             error=error,
         )

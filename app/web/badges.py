@@ -108,6 +108,8 @@ def step_badge(record: EvidencePublic, target: str) -> Badge:
             return Badge("pass", f"ran on {data.get('gpu_name') or target}")
         if step == "compile":
             return Badge("pass", f"compiles on {target}")
+        if step == "ncu":
+            return Badge("pass", f"Nsight Compute counters as asserted on {data.get('gpu_name') or target}")
         return Badge("pass", f"{step.upper() if step in ('sass', 'ptx') else step} checks pass on {target}")
     if status == "xfail":
         return Badge("xfail", f"fails to {step} on {target}, as expected")
