@@ -21,6 +21,7 @@ or the seccomp filter, for instance) is an `error` whose detail quotes ncu's own
 from __future__ import annotations
 
 import csv
+import glob
 import io
 import os
 import re
@@ -77,12 +78,40 @@ class NcuReading:
 
 
 def find_ncu(environ: dict[str, str] | None = None) -> str | None:
-    """The ncu binary: KERNELWIKI_NCU, then PATH, then /usr/local/cuda/bin/ncu (None: not found)."""
+    """The ncu binary: KERNELWIKI_NCU, then PATH, then /usr/local/cuda/bin/ncu, a launcher script resolved to its install (None: not found)."""
     env = os.environ if environ is None else environ
     for candidate in (env.get("KERNELWIKI_NCU", "").strip() or None, shutil.which("ncu"), "/usr/local/cuda/bin/ncu"):
         if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return os.path.abspath(candidate)
+            return _behind_launcher(os.path.abspath(candidate))
     return None
+
+
+NSIGHT_HOMES = ("{cuda}/nsight-compute-*", "/opt/nvidia/nsight-compute/*")
+"""Where the CUDA toolkit's `bin/ncu` launcher looks for Nsight Compute itself ({cuda}: the toolkit folder)."""
+
+
+def _behind_launcher(ncu: str) -> str:
+    """The Nsight Compute install behind the toolkit's `bin/ncu` launcher script, else `ncu` itself.
+
+    The launcher finds its install at run time (`<toolkit>/nsight-compute-*` or
+    `/opt/nvidia/nsight-compute/*`), so the sandbox, which binds only the folders of
+    the command's own program, would not see it: "nsight-compute directory is not
+    found" (seen on the H200). Running the install's own `ncu` binds its folder.
+    """
+    try:
+        with open(ncu, "rb") as f:
+            if f.read(2) != b"#!":
+                return ncu
+    except OSError:
+        return ncu
+    cuda = os.path.dirname(os.path.dirname(os.path.realpath(ncu)))
+    found = sorted(
+        path
+        for home in NSIGHT_HOMES
+        for path in glob.glob(os.path.join(home.format(cuda=cuda), "ncu"))
+        if os.access(path, os.X_OK)
+    )
+    return found[-1] if found else ncu
 
 
 def ncu_argv(ncu: str, metrics: list[str], kernel: str | None, program: list[str]) -> list[str]:

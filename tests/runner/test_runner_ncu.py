@@ -136,6 +136,23 @@ def test_ncu_is_found_through_the_setting_first(tmp_path: Path) -> None:
     assert find_ncu({"KERNELWIKI_NCU": str(tool)}) != str(tool)
 
 
+def test_the_toolkit_launcher_is_resolved_to_the_nsight_compute_install_it_would_run(tmp_path: Path) -> None:
+    # the CUDA toolkit's bin/ncu is a script that finds <toolkit>/nsight-compute-*/ncu at run time; the
+    # sandbox binds only the folders of the command's own program, so the runner runs the install's ncu
+    cuda = tmp_path / "cuda-13.0"
+    (cuda / "bin").mkdir(parents=True)
+    launcher = cuda / "bin" / "ncu"
+    launcher.write_text('#!/bin/sh\nexec "$(dirname "$0")/../nsight-compute-*/ncu" "$@"\n')
+    launcher.chmod(0o755)
+    assert find_ncu({"KERNELWIKI_NCU": str(launcher)}) == str(launcher)  # no install beside it: the launcher itself
+    for version in ("2025.2.0", "2025.3.1"):
+        real = cuda / f"nsight-compute-{version}" / "ncu"
+        real.parent.mkdir()
+        real.write_text("#!/bin/sh\n")
+        real.chmod(0o755)
+    assert find_ncu({"KERNELWIKI_NCU": str(launcher)}) == str(cuda / "nsight-compute-2025.3.1" / "ncu")
+
+
 def test_without_a_gpu_the_ncu_step_is_skipped_never_passed(
     make_wiki, page_text, toolchain: Toolchain, shared_cache: Path
 ) -> None:  # noqa: ANN001
