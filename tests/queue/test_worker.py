@@ -118,7 +118,7 @@ def test_the_worker_refuses_without_its_sandbox_and_passes_the_isolation_setting
     snippets, _ = extract_snippets("w", "w.md", "```python compile\nprint('hi')\n```\n", 1, [])
     verify = runner_verify([], Toolchain(), tmp_path / "cache", "none")
     records = verify(snippets[0].to_dict(), snippets[0].targets[0], True)
-    assert [(r["step"], r["status"], r["isolation"]) for r in records] == [("compile", "pass", "none")]
+    assert [(r["step"], r["status"], r["isolation"]) for r in records] == [("compile", "syntax-ok", "none")]
     refused = runner_verify([], Toolchain(), tmp_path / "cache", None)
     with pytest.raises(sandbox.SandboxUnavailable):
         refused(snippets[0].to_dict(), snippets[0].targets[0], True)
