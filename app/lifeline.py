@@ -1,7 +1,7 @@
 """Helper processes that end with the process they serve, even when it is killed with SIGKILL.
 
 The service starts helper processes: the parsing pool of a large reindex
-(`ProcessPoolExecutor` on a forkserver, app/index.py) and the workers of
+(`ProcessPoolExecutor` on a forkserver, app/index/build.py) and the workers of
 `serve --workers N` (uvicorn's, spawned). Killed with SIGKILL, their parent
 cannot stop them, and each holds a pipe that keeps the next alive (a pool
 worker keeps the forkserver, which keeps multiprocessing's resource tracker):

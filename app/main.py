@@ -45,7 +45,7 @@ def queue_changed_snippets(settings: Settings, store: Store, snippet_ids: list[s
     if not snippet_ids or settings.queue_database_url is None:
         return
     try:
-        from app.scheduler import enqueue_changed
+        from app.queue.scheduler import enqueue_changed
 
         result = enqueue_changed(settings, store, snippet_ids)
         log.info("queued verification of %d changed snippet(s): %s", len(snippet_ids), result)
@@ -76,7 +76,7 @@ def open_store(settings: Settings, read_only: bool = False) -> Store:
     if not read_only:
         store.create_schema()
     elif url != settings.db:
-        from app.db import make_engine
+        from app.index.db import make_engine
 
         # The one write an extra worker makes: storing posted evidence (short transactions, serialised by SQLite).
         store.evidence.writer = make_engine(settings.db, pool_size=1, max_overflow=2)

@@ -38,7 +38,7 @@ class SearchResult(BaseModel):
 
 
 class ContextSection(BaseModel):
-    """One section's Markdown in a token-budgeted search answer (see app/budget.py)."""
+    """One section's Markdown in a token-budgeted search answer (see app/agents/budget.py)."""
 
     page_id: str
     title: str
@@ -197,11 +197,11 @@ class PagePublic(BaseModel):
     evidence_text: str = Field(default="", description="what the page's code was proven to do, per target, in words")
     claim_problems: list[str] = Field(
         default_factory=list,
-        description="where confidence/evidence_level claims more than the snippets' evidence shows (app/claims.py)",
+        description="where confidence/evidence_level claims more than the snippets' evidence shows (app/evidence/claims.py)",
     )
     performance_claims: list[dict[str, Any]] = Field(
         default_factory=list,
-        description="the page's performance_claims, one object per claim (gpu, dtype, shape, metric, value, …; app/perf.py) with state, display and measurement (value, ci, unit, gpu, date, clocks, snippet_id, within_tolerance; app/measured_claims.py)",
+        description="the page's performance_claims, one object per claim (gpu, dtype, shape, metric, value, …; app/index/perf.py) with state, display and measurement (value, ci, unit, gpu, date, clocks, snippet_id, within_tolerance; app/evidence/measured_claims.py)",
     )
     problems: list[dict[str, Any]] = Field(
         default_factory=list,

@@ -21,14 +21,14 @@ from sqlalchemy import func, select, text
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col
 
-from app.claims import claim_problems, facts_from_public
-from app.db import chunks, create_schema, index_generation, make_engine
-from app.evidence_status import StatusIndex, build_status_index, data_version
-from app.evidence_store import EvidenceStore, page_evidence_text
-from app.facets import FILTER_FACETS
-from app.index import IndexReport, reindex
-from app.measured_claims import with_measurements
-from app.models import (
+from app.evidence.claims import claim_problems, facts_from_public
+from app.evidence.measured_claims import with_measurements
+from app.evidence.status import StatusIndex, build_status_index, data_version
+from app.evidence.store import EvidenceStore, page_evidence_text
+from app.index.build import IndexReport, reindex
+from app.index.db import chunks, create_schema, index_generation, make_engine
+from app.index.facets import FILTER_FACETS
+from app.index.models import (
     AliasRow,
     DiagnosticRow,
     FileRow,
@@ -38,7 +38,7 @@ from app.models import (
     SnippetRow,
     table_of,
 )
-from app.perf import claims_of_page
+from app.index.perf import claims_of_page
 from app.schemas import (
     LinkPublic,
     PageList,
@@ -61,7 +61,7 @@ class Filters:
     tag: str | None = None
     language: str | None = None
     confidence: str | None = None
-    technique: str | None = None  # the facets of app.facets.FILTER_FACETS, case-insensitive
+    technique: str | None = None  # the facets of app.index.facets.FILTER_FACETS, case-insensitive
     hardware_feature: str | None = None
     kernel_type: str | None = None
 
@@ -247,7 +247,7 @@ class Store:
     # -- snippet statuses ------------------------------------------------------
 
     def status_index(self, conn: Connection) -> StatusIndex:
-        """Every snippet's status, rebuilt only when the index or the evidence changed (see app/evidence_status.py)."""
+        """Every snippet's status, rebuilt only when the index or the evidence changed (see app/evidence/status.py)."""
         version = data_version(conn)
         current = self._status_index
         if current is not None and current.version == version:
@@ -415,7 +415,9 @@ class Store:
                     seen.add(b.source_id)
                     backlinks.append(link(b.source_id, True))
             snippets = self.evidence.snippets_with_evidence(conn, page_id=page_id)
-            performance_claims = claims_of_page(conn, page_id, with_measurements)  # app/perf.py, app/measured_claims.py
+            performance_claims = claims_of_page(
+                conn, page_id, with_measurements
+            )  # app/index/perf.py, app/evidence/measured_claims.py
             problems = [
                 {"line": d.line, "severity": d.severity, "message": d.message}
                 for d in conn.execute(

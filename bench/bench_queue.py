@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_queue.py --jobs 10000 --workers 2
 
-Two worker processes run the production worker loop (`app.worker`: procrastinate,
+Two worker processes run the production worker loop (`app.queue.worker`: procrastinate,
 heartbeats, stalled-job recovery, finished jobs deleted) with a runtime whose
 verification does nothing. With both workers idle and listening, the jobs are
 deferred the way the scheduler defers them (batches of 500, one queueing lock
@@ -62,8 +62,8 @@ def settings_for(queue_url: str):  # type: ignore[no-untyped-def]
 
 def run_worker(queue_url: str, name: str) -> None:
     """Worker process: the production serve loop with the no-op runtime."""
-    from app.queue import ANY_QUEUE, build_app
-    from app.worker import _serve
+    from app.queue.tasks import ANY_QUEUE, build_app
+    from app.queue.worker import _serve
 
     settings = settings_for(queue_url)
     app = build_app(settings)
@@ -94,7 +94,7 @@ def main() -> None:
     from procrastinate import jobs as pjobs
     from sqlalchemy import create_engine, text
 
-    from app.queue import VERIFY, build_app, ensure_schema, lock_of
+    from app.queue.tasks import VERIFY, build_app, ensure_schema, lock_of
 
     admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
     name = f"kw_benchq_{uuid.uuid4().hex[:8]}"

@@ -7,8 +7,8 @@ data/tags.yaml, data/aliases.yaml; sources/prs/<repo>/PR-N.md generated PR
 records like the public repository's ~2,700; a few dozen wiki pages of each
 type with performance_claims) and measures, in this process: the full index
 (`Store.reindex`, SQL and full-text), one changed PR page reindexed,
-`kernelwiki lint`'s reading and schema checks (app.pages.load_wiki), search
-over the store, every queries/ view (app.queries_views.view_data) and the
+`kernelwiki lint`'s reading and schema checks (app.index.pages.load_wiki), search
+over the store, every queries/ view (app.index.repository_queries.view_data) and the
 claims listing. The pages are synthetic: their text is generated, not copied.
 """
 
@@ -150,10 +150,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     args = parser.parse_args()
 
+    from app.index.pages import load_wiki
+    from app.index.perf import ClaimFilters, list_claims
+    from app.index.repository_queries import VIEWS, view_data
     from app.main import open_store
-    from app.pages import load_wiki
-    from app.perf import ClaimFilters, list_claims
-    from app.queries_views import VIEWS, view_data
     from app.settings import Settings
     from app.store import Filters
 

@@ -14,7 +14,7 @@
 # 1) starts N workers that share each GPU. docs/deploy.md describes each process.
 #
 # Environment: KW (the kernelwiki command; default `kernelwiki`, else
-# `python3 -m app.cli`), KW_PG_PORT, KW_PG_BIN, KW_PG_USER (the user that runs
+# `python3 -m app.cli.main`), KW_PG_PORT, KW_PG_BIN, KW_PG_USER (the user that runs
 # a PostgreSQL this script creates when it runs as root; default nobody), and
 # every KERNELWIKI_* setting (KERNELWIKI_TARGETS chooses the queues).
 set -euo pipefail
@@ -40,7 +40,7 @@ say() { printf 'single-node: %s\n' "$*"; }
 die() { printf 'single-node: %s\n' "$*" >&2; exit 1; }
 
 if [ -z "${KW:-}" ]; then
-    if command -v kernelwiki >/dev/null 2>&1; then KW=kernelwiki; else KW="python3 -m app.cli"; fi
+    if command -v kernelwiki >/dev/null 2>&1; then KW=kernelwiki; else KW="python3 -m app.cli.main"; fi
 fi
 read -r -a kw <<<"$KW"
 "${kw[@]}" --help >/dev/null 2>&1 || die "cannot run '$KW': install kernelwiki with the pg extra (pip install '.[pg]') or set KW"

@@ -10,7 +10,7 @@ import pytest
 import typer
 import yaml
 
-from app.cli import cli
+from app.cli.main import cli
 from app.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]

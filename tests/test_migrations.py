@@ -10,9 +10,9 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 
-from app.db import create_schema, make_engine
-from app.migrations import BASELINE, HERE, config, upgrade
-from app.models import SQLModel
+from app.index.db import create_schema, make_engine
+from app.index.migrations import BASELINE, HERE, config, upgrade
+from app.index.models import SQLModel
 
 SEARCH_TABLES = ("search_",)  # the backends' own full-text tables are not SQLModel tables
 
@@ -39,7 +39,7 @@ def test_migrations_build_the_models_schema_and_run_twice_harmlessly(db_url: str
     assert {"page", "section", "snippet", "evidence"} <= tables
     assert (
         not {"search_fts", "search_vocab", "search_doc", "search_term"} & tables
-    )  # full-text search lives in tantivy (app/search.py)
+    )  # full-text search lives in tantivy (app/search/)
     engine.dispose()
 
 

@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 from markdown_it import MarkdownIt
 
-from app.markdown import render
-from app.perf import CLAIM_FIELDS
+from app.index.markdown import render
+from app.index.perf import CLAIM_FIELDS
 from app.schemas import PagePublic, SnippetPublic
 from app.web.badges import snippet_evidence
 from snippets.attributes import language_of
@@ -195,7 +195,9 @@ def front_matter(page: PagePublic, base_url: str) -> str:
         facts["evidence"] = evidence_counts(page.evidence_summary)
     if isinstance(meta.get("reproducibility"), str):
         facts["reproducibility"] = meta["reproducibility"]
-    if page.performance_claims:  # app/perf.py + app/measured_claims.with_measurements: the claim and its measurement
+    if (
+        page.performance_claims
+    ):  # app/index/perf.py + app.evidence.measured_claims.with_measurements: the claim and its measurement
         facts["performance_claims"] = [
             {
                 k: c[k]

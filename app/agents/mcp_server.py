@@ -29,11 +29,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.agents.budget import APPROXIMATION, MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, budgeted, render_context
 from app.agents.documents import page_document
 from app.agents.markdown import UnknownSection, page_url, snippet_line, status_legend
-from app.budget import APPROXIMATION, MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, budgeted, render_context
 from app.errors import error_body
-from app.evidence_store import HISTORY_LIMIT, HISTORY_MAX_LIMIT, HistoryKey
+from app.evidence.store import HISTORY_LIMIT, HISTORY_MAX_LIMIT, HistoryKey
 from app.settings import Settings
 from app.store import Filters, Store
 
@@ -293,7 +293,7 @@ def build_server(get_store: Callable[[], Store | None], base_url: str, evidence_
 
     if evidence_dir is not None:
         from app.agents.sass_tool import add_sass_tool
-        from app.artifacts import MatrixData
+        from app.evidence.artifacts import MatrixData
 
         add_sass_tool(server, MatrixData(evidence_dir), READ_ONLY)
     return server

@@ -1,7 +1,7 @@
 """Markdown for agents over HTTP: `/llms.txt`, `/llms-full.txt` and `/pages/{id}.md`.
 
 `/pages/{id}.md` must be added before the HTML route `/pages/{id}` (page ids
-never end in `.md`: app/pages.py refuses them), which `install_agents` does.
+never end in `.md`: app/index/pages.py refuses them), which `install_agents` does.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from fastapi.responses import PlainTextResponse, Response
 
 from app.agents.cache import RenderedDocuments, matches
 from app.agents.documents import llms_full_txt, llms_txt, page_document
-from app.db import index_generation
 from app.deps import ConnDep, StoreDep
-from app.evidence_status import data_version
+from app.evidence.status import data_version
+from app.index.db import index_generation
 
 router = APIRouter(tags=["agents"])
 MARKDOWN = "text/markdown; charset=utf-8"

@@ -1,4 +1,4 @@
-"""The MCP tool `get_sass`: a snippet's kept SASS for one target and toolchain, with its matrix line (app/artifacts.py)."""
+"""The MCP tool `get_sass`: a snippet's kept SASS for one target and toolchain, with its matrix line (app/evidence/artifacts.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from app.artifacts import ArtifactNotFound, MatrixData, families
+from app.evidence.artifacts import ArtifactNotFound, MatrixData, families
 
 GET_SASS_DOC = """The SASS a snippet compiled to, for one target (sm_90a, sm_100a, ...) and one CUDA toolchain
 (13.0, 13.1, ...; default the newest that built it), normalised: no addresses or encodings, registers and

@@ -1,4 +1,4 @@
-"""Kept SASS/PTX, diffs and the toolchain matrix (app/artifacts.py): one router, JSON.
+"""Kept SASS/PTX, diffs and the toolchain matrix (app/evidence/artifacts.py): one router, JSON.
 
 GET /api/snippets/{id}/sass?target=sm_90a[&toolchain=13.0]
 GET /api/snippets/{id}/ptx?target=…[&toolchain=…]
@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
 
-from app.artifacts import ArtifactNotFound, Listing, families, matrix_data
+from app.evidence.artifacts import ArtifactNotFound, Listing, families, matrix_data
 
 router = APIRouter(prefix="/api", tags=["artifacts"])
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from app.deps import SettingsDep, StoreDep, require_runner_token
-from app.evidence_ingest import EvidenceIn, JSONProblem, parse_json, parse_record
+from app.evidence.ingest import EvidenceIn, JSONProblem, parse_json, parse_record
 from app.schemas import ErrorAnswer
 
 router = APIRouter(prefix="/api", tags=["evidence"])

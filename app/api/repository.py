@@ -7,9 +7,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, Request
 
 from app.deps import ConnDep, Offset
-from app.measured_claims import with_measurements
-from app.perf import ClaimFilters, list_claims
-from app.queries_views import VIEWS, cached_view, facet_counts
+from app.evidence.measured_claims import with_measurements
+from app.index.perf import ClaimFilters, list_claims
+from app.index.repository_queries import VIEWS, cached_view, facet_counts
 
 router = APIRouter(prefix="/api", tags=["repository"])
 Param = Annotated[str | None, Query(max_length=200)]

@@ -8,7 +8,7 @@ from fastapi import APIRouter, FastAPI, Query, Request
 from starlette.datastructures import QueryParams
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.budget import MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, budgeted
+from app.agents.budget import MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, budgeted
 from app.deps import ConnDep, FacetsDep, FiltersDep, Limit, Offset, SettingsDep, StoreDep, request_connection
 from app.schemas import SearchPublic
 from app.search import parse_facets

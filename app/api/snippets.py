@@ -8,8 +8,8 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, HTTPException, Query
 
 from app.deps import ConnDep, Limit, Offset, StoreDep
-from app.evidence_status import SnippetWindow, snippet_window
-from app.evidence_store import HISTORY_LIMIT, HISTORY_MAX_LIMIT, HistoryKey
+from app.evidence.status import SnippetWindow, snippet_window
+from app.evidence.store import HISTORY_LIMIT, HISTORY_MAX_LIMIT, HistoryKey
 from app.schemas import EvidenceList, SnippetList
 
 router = APIRouter(prefix="/api", tags=["snippets"])

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.evidence_store import target_status
+from app.evidence.store import target_status
 from app.schemas import EvidencePublic, SnippetPublic
 from runner.status import LABEL as STATUS_LABEL, WORST_FIRST as STATUS_ORDER, gpu_word, rank, step_rank
 

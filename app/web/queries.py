@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 from sqlmodel import col, select
 
-from app.models import EvidenceRow, PageRow, SnippetRow
+from app.index.models import EvidenceRow, PageRow, SnippetRow
 
 
 @dataclass(frozen=True)

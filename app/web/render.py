@@ -1,6 +1,6 @@
 """A page body as the browser shows it: highlighted code, snippet anchors, page links.
 
-The body is rendered by `app.markdown.render` (raw HTML escaped, unsafe URLs
+The body is rendered by `app.index.markdown.render` (raw HTML escaped, unsafe URLs
 refused) with a fence hook that highlights the code with Pygments and wraps it
 in a `<figure id="snippet-N">`. The result depends only on the page's content
 and the set of pages it can link to, so it is cached; the evidence next to each
@@ -22,9 +22,9 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
-from app.markdown import render
+from app.cache import LRU
+from app.index.markdown import render
 from app.schemas import SnippetPublic
-from app.web.cache import LRU
 
 MAX_HIGHLIGHT_CHARS = 200_000  # longer blocks are shown plain
 LEXER_NAMES = {"cu": "cuda", "c++": "cpp", "py": "python", "sh": "bash", "shell": "bash"}

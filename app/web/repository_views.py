@@ -8,9 +8,9 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response
 
 from app.deps import ConnDep, Offset
-from app.measured_claims import with_measurements
-from app.perf import ClaimFilters, list_claims
-from app.queries_views import VIEWS, cached_view, facet_counts
+from app.evidence.measured_claims import with_measurements
+from app.index.perf import ClaimFilters, list_claims
+from app.index.repository_queries import VIEWS, cached_view, facet_counts
 from app.web.respond import html_page
 
 router = APIRouter(include_in_schema=False)

@@ -11,8 +11,8 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
-from app.db import index_generation
 from app.deps import ConnDep, Offset, SettingsDep, StoreDep
+from app.index.db import index_generation
 from app.search import FACETS
 from app.store import Filters
 from app.web.graph import GRAPH_NODES, layout

@@ -1,4 +1,4 @@
-"""The SASS view, the diff view and /changes: server-rendered HTML over app/artifacts.py (no script needed).
+"""The SASS view, the diff view and /changes: server-rendered HTML over app/evidence/artifacts.py (no script needed).
 
 /snippets/{id}/sass?target=…&toolchain=…   listing with source lines interleaved, families coloured and
                                             linked to their pages through the aliases, ptxas resources,
@@ -15,8 +15,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 from sqlalchemy.engine import Connection
 
-from app.artifacts import FAMILY_ALIASES, ArtifactNotFound, families, matrix_data
 from app.deps import ConnDep, StoreDep
+from app.evidence.artifacts import FAMILY_ALIASES, ArtifactNotFound, families, matrix_data
 from app.store import Store
 from app.web.respond import html_page
 from runner.sass import parse_listing

@@ -14,7 +14,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 
-from app.web.cache import LRU
+from app.cache import LRU
 from app.web.filters import install_filters
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"

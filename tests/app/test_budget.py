@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from app.budget import approx_tokens, budgeted, render_context
+from app.agents.budget import approx_tokens, budgeted, render_context
 from app.schemas import SearchPublic, SearchResult, SectionRef
 from tests.app.agent_fixtures import prepared_store
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from app.claims import SnippetFacts, claim_problems, measures
-from app.cli import cli
+from app.cli.main import cli
+from app.evidence.claims import SnippetFacts, claim_problems, measures
 from runner.evidence import EvidenceRecord, write_jsonl
 from snippets.extract import extract_snippets
 

@@ -172,7 +172,7 @@ def test_the_documented_error_shape_is_the_one_the_service_answers(live) -> None
 
 
 def test_a_snippets_history_comes_newest_first_a_window_at_a_time_following_next(live) -> None:
-    from app.evidence_store import HISTORY_LIMIT, HISTORY_MAX_LIMIT
+    from app.evidence.store import HISTORY_LIMIT, HISTORY_MAX_LIMIT
 
     # 45 records, three per second (equal times are ordered by record id), posted out of order.
     records = [
@@ -210,7 +210,7 @@ def test_a_snippets_history_comes_newest_first_a_window_at_a_time_following_next
 
 
 def test_json_nested_too_deep_is_refused_with_422_naming_the_limit(live, tmp_path) -> None:
-    from app.evidence_ingest import MAX_NESTING
+    from app.evidence.ingest import MAX_NESTING
 
     too_deep = f"arrays and objects are nested deeper than {MAX_NESTING} levels"
     for depth in (1100, 100_000):  # past the JSON decoder's own recursion limit

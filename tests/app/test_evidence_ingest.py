@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.evidence_ingest import COMMAND_MAX_BYTES, parse_record
+from app.evidence.ingest import COMMAND_MAX_BYTES, parse_record
 from runner.status import RECORD_STATUSES
 
 

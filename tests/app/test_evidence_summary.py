@@ -91,7 +91,7 @@ def test_a_status_filter_honours_the_target_argument(bundled: Store) -> None:
         pytest.skip("no partly verified snippet in the bundled evidence")
     s = partial[0]
     verified = next(t for t, st in s.target_status.items() if st == "pass")
-    from app.evidence_store import snippet_status
+    from app.evidence.store import snippet_status
 
     assert snippet_status(s.mode, s.evidence, [verified], sass=False) in ("pass", "unknown")  # unknown: declared SASS checks
     assert snippet_status(s.mode, s.evidence, s.targets) == "partial"

@@ -7,7 +7,7 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from app.cli import cli
+from app.cli.main import cli
 
 SECRET = "---\nid: secret\ntitle: Secret\ntype: concept\n---\n# Secret\n\nclassified okapi words\n"
 
@@ -40,7 +40,7 @@ def test_a_page_swapped_for_an_outside_link_after_the_walk_is_never_read(
     """The race of `serve --watch`: the walk sees a regular page, then the file becomes a link to a file outside."""
     import os
 
-    import app.index as index
+    import app.index.build as index
 
     outside = tmp_path / "outside.md"
     outside.write_text(SECRET.replace("classified okapi words", "OUTSIDE-WIKI-CONTENT password=hunter2"))
@@ -70,7 +70,7 @@ def test_read_page_opens_only_regular_files_reached_without_leaving_the_wiki(wik
 
     import pytest
 
-    from app.pagefile import PageRefused, read_page
+    from app.index.pagefile import PageRefused, read_page
 
     (tmp_path / "outside.md").write_text(SECRET)
     (wiki_dir / "out.md").symlink_to(tmp_path / "outside.md")

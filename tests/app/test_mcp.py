@@ -105,7 +105,7 @@ def run(conversation: Callable[[], Awaitable[None]]) -> None:
 def kernelwiki_command() -> list[str]:
     """The installed `kernelwiki` script beside this interpreter, else the same CLI through `-m`."""
     script = Path(sys.executable).with_name("kernelwiki")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli.main"]
 
 
 def test_stdio_server_spawned_by_the_cli_answers_every_tool(tmp_path: Path) -> None:
@@ -206,7 +206,7 @@ def test_hostile_arguments_get_answers_or_tool_errors_never_a_crash(store, query
 def test_snippet_evidence_comes_a_window_at_a_time_with_the_token_for_older_records(store) -> None:  # type: ignore[no-untyped-def]
     import re
 
-    from app.evidence_store import HISTORY_LIMIT
+    from app.evidence.store import HISTORY_LIMIT
 
     stamps = [f"2026-12-01T00:{n // 60:02d}:{n % 60:02d}Z" for n in range(HISTORY_LIMIT + 11)]
     records = [

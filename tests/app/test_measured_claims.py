@@ -8,9 +8,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from app.cli import cli
-from app.measured_claims import BoundClaim, check_claims, prose_numbers, read_bound_claims, unavailable
-from app.perf import read_claims
+from app.cli.main import cli
+from app.evidence.measured_claims import BoundClaim, check_claims, prose_numbers, read_bound_claims, unavailable
+from app.index.perf import read_claims
 from runner.evidence import EvidenceRecord, write_jsonl
 from snippets.extract import extract_snippets
 from snippets.page import parse_page
@@ -128,7 +128,7 @@ performance_claims:
 """
     page, _ = parse_page(front.encode(), "p.md")
     assert page is not None
-    claims, problems = read_claims(page)  # app/perf.py: the one parser
+    claims, problems = read_claims(page)  # app/index/perf.py: the one parser
     assert any("item 3 is not a mapping" in p.message for p in problems)
     messages = [v.message for v in check_claims(read_bound_claims(page), [], {})]
     assert "numeric 'value'" in messages[0]
@@ -145,7 +145,7 @@ def test_prose_numbers_without_source_or_measurement_are_reported() -> None:
 
 
 def test_the_service_keeps_validated_metrics_and_refuses_impossible_ones() -> None:
-    from app.evidence_ingest import parse_record
+    from app.evidence.ingest import parse_record
 
     base = {
         "record_id": "r1",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.pages import load_wiki
+from app.index.pages import load_wiki
 from snippets.page import parse_page
 
 GOOD = b"""---

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from app.db import make_engine
-from app.index import reindex
-from app.pages import load_wiki
+from app.index.build import reindex
+from app.index.db import make_engine
+from app.index.pages import load_wiki
 from snippets.repository import condition_holds, open_repository, page_files, type_from_folder
 
 REPO = Path(__file__).resolve().parents[1] / "fixtures" / "kwrepo"
@@ -101,7 +101,7 @@ def test_required_when_conditions(expr: str, data: dict[str, str], holds: bool |
 
 def test_index_serves_every_page_as_it_is_with_global_aliases_merged(tmp_path: Path) -> None:
     engine = make_engine(f"sqlite:///{tmp_path / 'i.db'}")
-    from app.db import create_schema
+    from app.index.db import create_schema
 
     create_schema(engine)
     report = reindex(engine, REPO)
@@ -116,7 +116,7 @@ def test_index_serves_every_page_as_it_is_with_global_aliases_merged(tmp_path: P
 
 
 def test_lint_checks_reproducibility_against_blocks_and_evidence() -> None:
-    from app.reproducibility import lint_reproducibility
+    from app.evidence.reproducibility import lint_reproducibility
     from snippets.extract import extract_snippets
 
     wiki = load_wiki(REPO)
@@ -131,7 +131,7 @@ def test_lint_checks_reproducibility_against_blocks_and_evidence() -> None:
 
 
 def test_performance_claims_are_read_with_their_problems() -> None:
-    from app.perf import read_claims
+    from app.index.perf import read_claims
     from snippets.page import parse_page
 
     page, _ = parse_page(
@@ -152,8 +152,8 @@ def test_performance_claims_are_read_with_their_problems() -> None:
 def test_views_are_kept_per_app_until_the_index_changes(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from app.db import create_schema
-    from app.queries_views import cached_view
+    from app.index.db import create_schema
+    from app.index.repository_queries import cached_view
 
     repo = Path(shutil.copytree(REPO, tmp_path / "repo"))
     engine = make_engine(f"sqlite:///{tmp_path / 'i.db'}")
@@ -175,7 +175,7 @@ def test_views_are_kept_per_app_until_the_index_changes(tmp_path: Path) -> None:
 
 
 def test_a_change_to_the_data_files_reindexes_the_pages_that_depend_on_them(tmp_path: Path, db_url: str) -> None:
-    from app.db import create_schema
+    from app.index.db import create_schema
 
     root = Path(shutil.copytree(REPO, tmp_path / "repo"))
     engine = make_engine(db_url)

@@ -510,7 +510,7 @@ def test_kill_9_of_serve_with_workers_leaves_no_helper_process(site: Path) -> No
 
 
 def test_kill_9_of_index_mid_parse_leaves_no_helper_process(site: Path) -> None:
-    for n in range(3000):  # enough files for the parsing pool (app/index.py: PARALLEL_THRESHOLD)
+    for n in range(3000):  # enough files for the parsing pool (app/index/build.py: PARALLEL_THRESHOLD)
         (site / "wiki" / f"gen-{n:04d}.md").write_text(PAGE.format(id=f"gen-{n:04d}", title=f"Generated {n}", word=f"w{n}", n=n))
     with (site / "index.err").open("w") as err:
         proc = subprocess.Popen([KERNELWIKI, "index", "--db", f"sqlite:///{site / 'index.db'}"], cwd=site, stderr=err)

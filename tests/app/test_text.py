@@ -1,10 +1,10 @@
-"""app.text: which terms a text is indexed under, and how excerpts mark query words."""
+"""app.search.text: which terms a text is indexed under, and how excerpts mark query words."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.text import ALNUM_RUN, arch_forms, excerpt, index_terms, plain_word
+from app.search.text import ALNUM_RUN, arch_forms, excerpt, index_terms, plain_word
 
 
 def test_identifiers_and_their_forms_go_to_the_identifier_terms_and_their_plain_pieces_do_not() -> None:

@@ -104,8 +104,8 @@ class Fleet:
 
     def scheduler(self):  # type: ignore[no-untyped-def]
         """A Scheduler on an opened (synchronous) App; close it with `.app.close()`."""
-        from app.queue import build_app, ensure_schema
-        from app.scheduler import Scheduler
+        from app.queue.scheduler import Scheduler
+        from app.queue.tasks import build_app, ensure_schema
 
         ensure_schema(self.settings)
         app = build_app(self.settings)
@@ -117,7 +117,7 @@ class Fleet:
 
         from sqlalchemy import select
 
-        from app.models import EvidenceRow
+        from app.index.models import EvidenceRow
 
         with self.store.engine.connect() as conn:
             return [json.loads(d) for (d,) in conn.execute(select(EvidenceRow.data))]

@@ -8,8 +8,8 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from app.evidence_client import EvidenceClient, EvidenceRefused, ServiceError
-from app.verify_job import Runtime
+from app.queue.client import EvidenceClient, EvidenceRefused, ServiceError
+from app.queue.job import Runtime
 
 TOKEN = "runner-token"
 

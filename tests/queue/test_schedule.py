@@ -24,8 +24,8 @@ def runtime(fleet: Fleet, target: str = "sm_90a", toolchain: str = TOOLCHAIN):  
 
     fake_worker.MARKERS = fleet.markers
 
-    from app.evidence_client import EvidenceClient
-    from app.verify_job import Runtime
+    from app.queue.client import EvidenceClient
+    from app.queue.job import Runtime
 
     calls: list[str] = []
 
@@ -83,7 +83,7 @@ def test_an_edit_queues_its_snippet_once_per_target_and_replaces_older_content(f
     ]
     from sqlalchemy import select
 
-    from app.models import SnippetRow
+    from app.index.models import SnippetRow
 
     with fleet.store.engine.connect() as conn:
         current = dict(conn.execute(select(SnippetRow.id, SnippetRow.content_hash)).all())
@@ -141,7 +141,7 @@ def test_the_scheduler_process_queues_edits_on_its_cron(fleet: Fleet, qwiki: Pat
     env = fleet.env(KERNELWIKI_DB=fleet.settings.db, KERNELWIKI_SWEEP_CRON="* * * * * */1")
     with (fleet.logs / "scheduler.log").open("wb") as log:  # the scheduler writes to its own copy of the file
         proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "worker", "--scheduler"],
+            [sys.executable, "-m", "app.cli.main", "worker", "--scheduler"],
             cwd=REPO,
             env=env,
             stdout=log,
@@ -177,7 +177,7 @@ def test_jobs_shows_queued_running_stalled_and_failed_per_target(fleet: Fleet, q
     scheduler.enqueue()
     scheduler.app.close()
     done = subprocess.run(
-        [sys.executable, "-m", "app.cli", "jobs", "--json"],
+        [sys.executable, "-m", "app.cli.main", "jobs", "--json"],
         cwd=REPO,
         env=fleet.env(),
         capture_output=True,
@@ -189,7 +189,7 @@ def test_jobs_shows_queued_running_stalled_and_failed_per_target(fleet: Fleet, q
     assert counts["sm_90a"] == {"queued": 2, "running": 0, "stalled": 0, "failed": 0, "succeeded": 0}
     assert counts["sm_100a"]["queued"] == 1
     table = subprocess.run(
-        [sys.executable, "-m", "app.cli", "jobs"], cwd=REPO, env=fleet.env(), capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "app.cli.main", "jobs"], cwd=REPO, env=fleet.env(), capture_output=True, text=True, timeout=60
     )
     assert "queued" in table.stdout and "stalled" in table.stdout and "sm_100a" in table.stdout
 
@@ -220,7 +220,7 @@ def test_the_sweep_leaves_content_with_any_evidence_to_the_nightly(fleet: Fleet,
 def test_workers_that_start_together_create_the_queue_schema_once(postgres_url: str) -> None:
     import threading
 
-    from app.queue import ensure_schema
+    from app.queue.tasks import ensure_schema
     from app.settings import Settings
 
     settings = Settings(queue_database_url=postgres_url.replace("+psycopg", ""))

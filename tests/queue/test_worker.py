@@ -9,8 +9,8 @@ import sys
 import pytest
 from queue_fleet import REPO
 
-from app.target_check import WorkerRefused, check_target
-from app.worker import scrub_environment
+from app.queue.target_check import WorkerRefused, check_target
+from app.queue.worker import scrub_environment
 from runner.gpus import Gpu, driver_present
 from runner.toolchain import Toolchain
 
@@ -48,7 +48,7 @@ def test_a_matching_gpu_without_nvcc_is_refused_too() -> None:
 @pytest.mark.skipif(driver_present(), reason="this machine has an NVIDIA driver: the no-GPU refusal cannot be seen here")
 def test_the_command_refuses_on_a_machine_without_a_gpu() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "app.cli", "worker", "--target", "sm_90a"],
+        [sys.executable, "-m", "app.cli.main", "worker", "--target", "sm_90a"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -60,7 +60,7 @@ def test_the_command_refuses_on_a_machine_without_a_gpu() -> None:
 
 
 def test_a_worker_asked_for_a_toolchain_that_is_not_installed_refuses_naming_it(tmp_path, monkeypatch) -> None:
-    from app.target_check import check_targets
+    from app.queue.target_check import check_targets
 
     monkeypatch.setenv("KERNELWIKI_TOOLCHAINS", str(tmp_path))
     with pytest.raises(
@@ -81,7 +81,7 @@ def test_credentials_leave_the_environment_before_jobs_run(monkeypatch: pytest.M
 SHED = """
 import os
 from app.settings import Settings
-from app.worker import shed_secrets
+from app.queue.worker import shed_secrets
 s = shed_secrets(Settings())
 seen = open(f"/proc/{os.getpid()}/environ", "rb").read()
 print(b"sekrit" in seen, s.runner_token.get_secret_value(), s.queue_database_url.get_secret_value(), "PGPASSWORD" in os.environ)
@@ -105,8 +105,8 @@ def test_the_worker_refuses_without_its_sandbox_and_passes_the_isolation_setting
     tmp_path,
     monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
 ) -> None:
-    from app.target_check import check_sandbox
-    from app.verify_job import runner_verify
+    from app.queue.job import runner_verify
+    from app.queue.target_check import check_sandbox
     from runner import sandbox
     from runner.settings import RunnerSettings
     from snippets import extract_snippets

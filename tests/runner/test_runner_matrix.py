@@ -211,7 +211,7 @@ architectures: [sm90a]
 def test_the_cli_installs_selects_and_runs_the_matrix_and_names_what_is_wrong(tmp_path, toolchains_root, monkeypatch):
     from typer.testing import CliRunner
 
-    from app.cli import cli
+    from app.cli.main import cli
 
     runner = CliRunner()
     monkeypatch.setenv("KERNELWIKI_TOOLCHAINS", str(toolchains_root))

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import pytest
 
-from app.evidence_ingest import parse_record
+from app.evidence.ingest import parse_record
 from runner.compile import Build
 from runner.gpus import Gpu
 from runner.ncu import MAX_CSV_BYTES, NcuCsvError, evaluate, find_ncu, ncu_argv, ncu_step, parse_ncu_csv

@@ -203,7 +203,7 @@ def _forged_job(tmp_path: Path) -> Snippet:
 def test_the_queue_workers_verify_refuses_a_job_with_flags_outside_the_vocabulary(
     tmp_path: Path, token_env: None, toolchain: Toolchain
 ) -> None:
-    from app.verify_job import runner_verify
+    from app.queue.job import runner_verify
 
     verify_fn = runner_verify([], toolchain, tmp_path / "cache", ISOLATION_BWRAP)
     records = verify_fn(_forged_job(tmp_path).to_dict(), "sm_90a", True)
@@ -213,7 +213,7 @@ def test_the_queue_workers_verify_refuses_a_job_with_flags_outside_the_vocabular
 
 
 def test_the_queue_workers_verify_refuses_a_pattern_re2_cannot_take(tmp_path: Path, toolchain: Toolchain) -> None:
-    from app.verify_job import runner_verify
+    from app.queue.job import runner_verify
 
     job = dataclasses.replace(_forged_job(tmp_path), flags=[], checks={"ptx": ["(?<=x)y"]})
     records = runner_verify([], toolchain, tmp_path / "cache", ISOLATION_BWRAP)(job.to_dict(), "sm_90a", True)
@@ -266,7 +266,7 @@ def test_compile_time_code_gets_nothing_back_through_verify_and_the_multi_target
 def test_compile_time_code_gets_nothing_back_through_the_queue_workers_verify(
     tmp_path: Path, canary: Path, token_env: None, toolchain: Toolchain
 ) -> None:
-    from app.verify_job import runner_verify
+    from app.queue.job import runner_verify
 
     hostile = dataclasses.replace(toolchain, nvcc=_hostile_nvcc(tmp_path, toolchain.nvcc or "nvcc", canary))
     job = dataclasses.replace(_forged_job(tmp_path), flags=[], checks={"ptx": ["KW-CANARY[^\\n]*|KERNELWIKI_RUNNER_TOKEN=.*"]})

@@ -10,7 +10,7 @@ from pathlib import Path
 from runner.verify import load_snippets
 
 REPO = Path(__file__).resolve().parents[1] / "fixtures" / "kwrepo"
-CLI = [sys.executable, "-c", "from app.cli import cli; cli()"]
+CLI = [sys.executable, "-c", "from app.cli.main import cli; cli()"]
 
 
 def test_adopt_prints_each_block_and_write_adds_attributes(tmp_path: Path) -> None:

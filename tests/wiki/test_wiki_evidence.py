@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.pages import load_wiki
+from app.index.pages import load_wiki
 from runner.gpus import missing_reason
 from snippets.architectures import runs_on
 from snippets.extract import extract_snippets

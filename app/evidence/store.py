@@ -1,0 +1,442 @@
+"""Evidence in the index: importing runner records (idempotently) and attaching them to snippets.
+
+A record is identified by its `record_id`, so importing the same JSONL twice,
+or a worker delivering the same result twice, writes it once. The latest record
+per snippet × target × step is the current one; a record made for other
+snippet content is shown as stale, never as current.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from sqlalchemy import func, insert, tuple_
+from sqlalchemy.engine import Connection, Engine
+from sqlmodel import col, select
+
+from app.evidence.ingest import EvidenceIn, JSONProblem, canonical_stamp, parse_json, parse_record
+from app.index.models import EvidenceRow, SnippetRow, table_of
+from app.schemas import EvidencePublic, SnippetPublic
+from runner import diagnostics, status as status_rules
+from runner.status import STALE, SnippetSummary, StepFact, needed_steps, summarize_snippet
+from snippets.snippet import NEVER_BUILT_MODES
+
+
+@dataclass
+class ImportResult:
+    """What an evidence import did."""
+
+    inserted: int = 0  # new records written
+    duplicates: int = 0  # records already present (same record_id)
+    errors: list[str] = field(default_factory=list)  # 'file:line: error: …' for rejected records
+
+
+HISTORY_LIMIT = 20
+"""Records in one window of a snippet's history when the caller names no `limit` (HTTP and MCP)."""
+HISTORY_MAX_LIMIT = 100
+"""The most records one window may hold: a record keeps up to ~64 kB of output, so a window stays under ~7 MB."""
+
+
+class HistoryKey(NamedTuple):
+    """Where a window of a snippet's history ends: its last record's time and id (the next window starts after it).
+
+    Sent to clients as an opaque `next` token (Datasette's keyset `_next`): URL-safe base64 of the JSON pair.
+    """
+
+    timestamp: str
+    record_id: str
+
+    def token(self) -> str:
+        return base64.urlsafe_b64encode(json.dumps([self.timestamp, self.record_id]).encode()).decode().rstrip("=")
+
+    @classmethod
+    def from_token(cls, token: str) -> HistoryKey:
+        """The key a `token()` encoded; ValueError for anything else."""
+        try:
+            pair = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValueError("not a token this service gave out") from exc
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+            raise ValueError("not a token this service gave out")
+        return cls(pair[0], pair[1])
+
+
+@dataclass
+class HistoryWindow:
+    """One window of a snippet's evidence, newest first."""
+
+    total: int  # records of the snippet, all windows together
+    records: list[EvidencePublic]  # this window's
+    next: HistoryKey | None  # where the next window starts; None when this one is the last
+
+
+@contextmanager
+def _connection(engine: Engine, conn: Connection | None) -> Iterator[Connection]:
+    """`conn` itself when given (a request's one connection), else a connection of its own."""
+    if conn is not None:
+        yield conn
+        return
+    with engine.connect() as own:
+        yield own
+
+
+class EvidenceStore:
+    """Evidence rows and the snippet views built on them."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.writer: Engine | None = None  # where `add` writes when `engine` is read-only (an extra `serve` worker)
+
+    def count(self, conn: Connection) -> int:
+        return conn.execute(select(func.count(col(EvidenceRow.record_id)))).scalar() or 0
+
+    def add(self, records: list[Any], origin: str = "request", received_at: datetime | None = None) -> ImportResult:
+        """Store well-formed records once each; malformed ones are reported, the rest still stored.
+
+        Each record is checked by `EvidenceIn` (already parsed ones are taken as they are) and
+        stored with its timestamp in sortable UTC form, the time the service received it, and
+        where it came from (`origin`: "request", "verify" or the file).
+        """
+        result = ImportResult()
+        good: dict[str, EvidenceIn] = {}
+        for i, raw in enumerate(records, 1):
+            record, problem = (raw, None) if isinstance(raw, EvidenceIn) else parse_record(raw)
+            if record is None:
+                result.errors.append(f"{origin}:{i}: error: {problem}")
+            else:
+                good.setdefault(record.record_id, record)
+        if not good:
+            return result
+        received = canonical_stamp(received_at or datetime.now(UTC))
+        with (self.writer or self.engine).begin() as conn:
+            present: set[str] = set()
+            ids = list(good)
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                present |= {
+                    r for (r,) in conn.execute(select(EvidenceRow.record_id).where(col(EvidenceRow.record_id).in_(chunk)))
+                }
+            rows = [
+                {
+                    "record_id": r.record_id,
+                    "snippet_id": r.snippet_id,
+                    "page_id": r.page_id,
+                    "target": r.target,
+                    "step": r.step,
+                    "status": r.status,
+                    "content_hash": r.content_hash,
+                    "timestamp": r.stamp,
+                    "data": json.dumps(r.to_record()),
+                    "received_at": received,
+                    "origin": origin[:200],
+                }
+                for rid, r in good.items()
+                if rid not in present
+            ]
+            if rows:
+                conn.execute(insert(EvidenceRow), rows)
+        result.inserted = len(rows)
+        result.duplicates = len(good) - len(rows)
+        return result
+
+    def import_jsonl(self, path: Path) -> ImportResult:
+        """Import one JSONL file; bad lines are reported with their line number."""
+        records: list[Any] = []
+        errors: list[str] = []
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            return ImportResult(errors=[f"{path}:1: error: cannot read evidence: {exc}"])
+        index: list[int] = []
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(parse_json(line))
+                index.append(n)
+            except JSONProblem as exc:
+                errors.append(f"{path}:{n}: error: {exc}")
+        result = self.add(records, origin=str(path))
+        # Map record positions back to file lines for the messages.
+        fixed = []
+        for msg in result.errors:
+            head, _, rest = msg.partition(": error: ")
+            pos = int(head.rsplit(":", 1)[1])
+            fixed.append(f"{path}:{index[pos - 1]}: error: {rest}")
+        result.errors = errors + fixed
+        return result
+
+    def load_dir(self, folder: Path) -> ImportResult:
+        """Import every `*.jsonl` under a folder (the committed evidence)."""
+        total = ImportResult()
+        for path in sorted(Path(folder).glob("*.jsonl")) if Path(folder).is_dir() else []:
+            r = self.import_jsonl(path)
+            total.inserted += r.inserted
+            total.duplicates += r.duplicates
+            total.errors += r.errors
+        return total
+
+    def mismatches(self, records: list[EvidenceIn]) -> list[str]:
+        """Records that do not fit the index: an unknown snippet id, or a page id other than the snippet's."""
+        wanted = sorted({r.snippet_id for r in records})
+        pages: dict[str, str] = {}
+        with self.engine.connect() as conn:
+            for i in range(0, len(wanted), 500):
+                chunk = wanted[i : i + 500]
+                pages.update(
+                    (sid, pid)
+                    for sid, pid in conn.execute(select(SnippetRow.id, SnippetRow.page_id).where(col(SnippetRow.id).in_(chunk)))
+                )
+        problems: list[str] = []
+        for n, r in enumerate(records):
+            if r.snippet_id not in pages:
+                problems.append(f"record {n} ({r.record_id}): no snippet '{r.snippet_id}' in the index")
+            elif pages[r.snippet_id] != r.page_id:
+                problems.append(
+                    f"record {n} ({r.record_id}): snippet '{r.snippet_id}' is on page '{pages[r.snippet_id]}', not '{r.page_id}'"
+                )
+        return problems
+
+    def export_jsonl(self, out: Any, origin: str | None = None) -> int:
+        """Write every stored record (or those of one origin, e.g. "request") as JSONL to `out`, oldest first.
+
+        Each line is the record as stored plus `received_at`; `kernelwiki evidence import`
+        reads it back (it ignores `received_at`). Returns how many lines were written.
+        """
+        stmt = select(EvidenceRow.data, EvidenceRow.received_at).order_by(EvidenceRow.timestamp, EvidenceRow.record_id)
+        if origin is not None:
+            stmt = stmt.where(EvidenceRow.origin == origin)
+        count = 0
+        with self.engine.connect() as conn:
+            for data, received in conn.execution_options(yield_per=1000).execute(stmt):
+                record = json.loads(data)
+                if received:
+                    record["received_at"] = received
+                out.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+                count += 1
+        return count
+
+    # -- views -------------------------------------------------------------------
+
+    @staticmethod
+    def _public(row: Any, current_hash: str | None) -> EvidencePublic:
+        data = json.loads(row.data)
+        return EvidencePublic(
+            record_id=row.record_id,
+            snippet_id=row.snippet_id,
+            target=row.target,
+            step=row.step,
+            status=row.status,
+            stale=current_hash is not None and row.content_hash != current_hash,
+            message=data.get("message"),
+            timestamp=row.timestamp,
+            data=data,
+            warnings=record_warnings(data),
+        )
+
+    def snippets_with_evidence(
+        self,
+        conn: Connection,
+        page_id: str | None = None,
+        lang: str | None = None,
+        target: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        ids: list[str] | None = None,
+    ) -> list[SnippetPublic]:
+        """Snippets with the latest record per target and step; filters apply to the overall status.
+
+        `ids` (one window from `app.evidence.status.snippet_window`) reads only those snippets' evidence;
+        without `ids` or `page_id` every snippet and evidence row is read (the CLI's and tests' use, never a request's).
+        """
+        stmt = table_of(SnippetRow).select().order_by(col(SnippetRow.page_id), col(SnippetRow.position))
+        if ids is not None:
+            stmt = stmt.where(col(SnippetRow.id).in_(ids))
+        if page_id:
+            stmt = stmt.where(col(SnippetRow.page_id) == page_id)
+        if lang:
+            stmt = stmt.where(col(SnippetRow.lang) == lang)
+        snippets = list(conn.execute(stmt))
+        ev_stmt = table_of(EvidenceRow).select().order_by(EvidenceRow.timestamp)
+        if ids is not None:
+            ev_stmt = ev_stmt.where(col(EvidenceRow.snippet_id).in_(ids))
+        if page_id:
+            ev_stmt = ev_stmt.where(col(EvidenceRow.page_id) == page_id)
+        latest: dict[tuple[str, str, str], Any] = {}
+        current_hash = {s.id: s.content_hash for s in snippets}
+        for row in conn.execute(ev_stmt):
+            if row.snippet_id not in current_hash:
+                continue
+            key = (row.snippet_id, row.target, row.step)
+            prev = latest.get(key)
+            # The current content's evidence wins over stale evidence, then the newest.
+            fresh = row.content_hash == current_hash[row.snippet_id]
+            if prev is None or (fresh, row.timestamp) >= (prev.content_hash == current_hash[row.snippet_id], prev.timestamp):
+                latest[key] = row
+        per_snippet: dict[str, dict[str, list[EvidencePublic]]] = defaultdict(lambda: defaultdict(list))
+        for (sid, tgt, _step), row in sorted(latest.items()):
+            per_snippet[sid][tgt].append(self._public(row, current_hash[sid]))
+        out = []
+        for s in snippets:
+            data = json.loads(s.data)
+            evidence = {t: recs for t, recs in per_snippet.get(s.id, {}).items()}
+            targets = json.loads(s.targets)
+            if target and target not in targets:
+                continue
+            summary = snippet_summary(s.mode, evidence, targets, sass_checked(data))
+            if status and summary.status != status:
+                continue
+            warnings = snippet_warnings(evidence, targets)
+            out.append(
+                SnippetPublic(
+                    id=s.id,
+                    page_id=s.page_id,
+                    position=s.position,
+                    line=s.line,
+                    lang=s.lang,
+                    mode=s.mode,
+                    targets=targets,
+                    content_hash=s.content_hash,
+                    info=data.get("info"),
+                    source=data.get("source"),
+                    status=summary.status,
+                    summary=summary.text,
+                    target_status=summary.targets,
+                    warnings=warnings,
+                    evidence=evidence,
+                )
+            )
+        if limit is not None:
+            out = out[offset : offset + limit]
+        return out
+
+    def history(
+        self, snippet_id: str, limit: int, after: HistoryKey | None = None, conn: Connection | None = None
+    ) -> HistoryWindow | None:
+        """One window of a snippet's records, newest first, after `after` (keyset, in SQL); None for an unknown snippet.
+
+        Ordered by (timestamp, record_id) descending: record ids are unique, so the order is total and a window
+        starts exactly where the last one ended, however many records arrive meanwhile.
+        """
+        with _connection(self.engine, conn) as conn:
+            snip = conn.execute(select(SnippetRow.content_hash).where(SnippetRow.id == snippet_id)).scalar()
+            if snip is None:
+                return None
+            total = conn.execute(select(func.count()).where(col(EvidenceRow.snippet_id) == snippet_id)).scalar() or 0
+            query = table_of(EvidenceRow).select().where(col(EvidenceRow.snippet_id) == snippet_id)
+            if after is not None:
+                query = query.where(tuple_(col(EvidenceRow.timestamp), col(EvidenceRow.record_id)) < tuple_(*after))
+            rows = list(
+                conn.execute(
+                    query.order_by(col(EvidenceRow.timestamp).desc(), col(EvidenceRow.record_id).desc()).limit(limit + 1)
+                )
+            )
+            records = [self._public(r, snip) for r in rows[:limit]]
+            more = len(rows) > limit
+            return HistoryWindow(
+                total, records, HistoryKey(rows[limit - 1].timestamp, rows[limit - 1].record_id) if more else None
+            )
+
+
+def record_warnings(data: dict[str, Any]) -> list[str]:
+    """A record's compiler warnings that change what its pass means (read from the output of older records)."""
+    given = data.get("warnings")
+    if isinstance(given, list):
+        return [str(w) for w in given]
+    return diagnostics.record_warnings(str(data.get("step") or ""), str(data.get("lang") or ""), str(data.get("output") or ""))
+
+
+def sass_checked(snippet_data: dict[str, Any]) -> bool:
+    """Whether a snippet (its stored data) declares SASS checks, which every target must then pass."""
+    checks = snippet_data.get("checks") or {}
+    return bool(isinstance(checks, dict) and (checks.get("sass") or checks.get("no_sass")))
+
+
+def step_facts(records: list[EvidencePublic]) -> dict[str, StepFact]:
+    """One target's current records as step → status (`stale` for a record of other content) and message."""
+    return {r.step: StepFact(STALE if r.stale else r.status, r.message or "") for r in records}
+
+
+def target_status(records: list[EvidencePublic], mode: str | None = None, sass: bool = False) -> str:
+    """One target's status (runner/status.py): with `mode`, every step that mode needs must be there."""
+    facts = {step: f.status for step, f in step_facts(records).items()}
+    return status_rules.target_status(facts, needed_steps(mode, sass) if mode else None)
+
+
+def snippet_summary(
+    mode: str, evidence: dict[str, list[EvidencePublic]], targets: list[str], sass: bool = False
+) -> SnippetSummary:
+    """What a snippet's evidence proves over its declared `targets`: status, sentence, status per target."""
+    facts = {t: step_facts(recs) for t, recs in evidence.items()}
+    return summarize_snippet(mode, targets, facts, sass)
+
+
+def snippet_status(mode: str, evidence: dict[str, list[EvidencePublic]], targets: list[str], sass: bool = False) -> str:
+    """A snippet's overall status over its declared `targets` (`pass` only when every one passed every needed step)."""
+    return snippet_summary(mode, evidence, targets, sass).status
+
+
+def snippet_warnings(evidence: dict[str, list[EvidencePublic]], targets: list[str]) -> list[str]:
+    """Warnings of the current, passing records of the declared targets, each once, with the targets it came from."""
+    where: dict[str, list[str]] = {}
+    for t in targets:
+        for r in evidence.get(t, []):
+            if not r.stale and r.status == "pass":
+                for w in r.warnings:
+                    where.setdefault(w, []).append(t)
+    return [f"{w} (on {', '.join(dict.fromkeys(ts))})" for w, ts in where.items()]
+
+
+def page_evidence_text(snippets: list[SnippetPublic]) -> str:
+    """What a page's code was proven to do, per target: "ran on sm_90a · compiled for sm_100a, never run: no SM100 GPU"."""
+    ran: list[str] = []
+    built: list[str] = []
+    never_run: dict[str, list[str]] = {}  # target → why its programs did not run
+    expected: list[str] = []
+    unproven: list[str] = []
+    targets = sorted({t for s in snippets if s.mode not in NEVER_BUILT_MODES for t in s.targets}, key=target_number)
+    for t in targets:
+        current = [(s, r) for s in snippets if t in s.targets for r in s.evidence.get(t, []) if not r.stale]
+        if any(s.mode == "run" and s.target_status.get(t) == "pass" for s in snippets):
+            ran.append(t)
+        elif any(r.step == "compile" and r.status == "pass" for _, r in current):
+            reasons = [
+                status_rules.skip_reason(t, r.message or "")
+                for s, r in current
+                if s.mode == "run" and r.step == "run" and r.status == "skipped"
+            ]
+            if reasons:
+                never_run[t] = reasons
+            else:
+                built.append(t)
+        elif any(r.status == "xfail" for _, r in current):
+            expected.append(t)
+        else:
+            unproven.append(t)
+    parts = [f"ran on {', '.join(ran)}"] if ran else []
+    if built:
+        parts.append(f"compiled for {', '.join(built)}")
+    if never_run:
+        parts.append(
+            f"compiled for {', '.join(never_run)}, never run: {status_rules.or_reasons([r for rs in never_run.values() for r in rs])}"
+        )
+    if expected:
+        parts.append(f"only expected compile failures checked on {', '.join(expected)}")
+    if unproven:
+        parts.append(f"nothing verified on {', '.join(unproven)}")
+    return " · ".join(parts)
+
+
+def target_number(target: str) -> tuple[int, str]:
+    """`sm_90a` < `sm_100a`: targets in numeric order."""
+    digits = "".join(ch for ch in target if ch.isdigit())
+    return (int(digits) if digits else 0, target)

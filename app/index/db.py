@@ -1,0 +1,99 @@
+"""Database engine and schema: SQLite (default) or PostgreSQL, chosen by URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+from sqlmodel import create_engine
+
+from app.index import models  # noqa: F401  (registers the tables)
+
+T = TypeVar("T")
+
+
+GENERATION_SQL = "SELECT value FROM index_state WHERE key = 'generation'"
+
+
+def index_generation(conn: Connection) -> int | None:
+    """The index generation (grows with every reindex that changed something; None before the first).
+
+    Plain SQL on the DBAPI cursor: searches ask this often, and SQLAlchemy's statement
+    execution costs more than the query.
+    """
+    cursor = conn.connection.cursor()
+    try:
+        cursor.execute(GENERATION_SQL)
+        row = cursor.fetchone()
+    finally:
+        cursor.close()
+    return row[0] if row else None
+
+
+def is_sqlite(url: str) -> bool:
+    return url.startswith("sqlite")
+
+
+POOL_SIZE, MAX_OVERFLOW, POOL_TIMEOUT_S = 8, 40, 30.0
+"""Connections kept open, extra ones allowed under load, and the wait for one. One request holds one
+connection, so size + overflow ≥ the threads that serve requests (anyio's default: 40) means no request waits."""
+
+
+def make_engine(
+    url: str, pool_size: int | None = None, max_overflow: int | None = None, pool_timeout: float | None = None
+) -> Engine:
+    """An engine for `url`; SQLite gets WAL mode so readers never wait for a reindex."""
+    pool = {
+        "pool_size": POOL_SIZE if pool_size is None else pool_size,
+        "max_overflow": MAX_OVERFLOW if max_overflow is None else max_overflow,
+        "pool_timeout": POOL_TIMEOUT_S if pool_timeout is None else pool_timeout,
+    }
+    if is_sqlite(url):
+        path = url.split("///", 1)[1] if "///" in url else ""
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        else:
+            pool = {}  # an in-memory database lives in one connection per thread (SingletonThreadPool)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **pool)
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        return engine
+    engine = create_engine(url, pool_pre_ping=True, **pool)
+    event.listen(engine, "before_cursor_execute", _without_nul, retval=True)
+    return engine
+
+
+def _without_nul(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool) -> tuple[str, Any]:
+    """PostgreSQL text cannot hold NUL: send U+FFFD instead, so a NUL in user input matches nothing instead of failing."""
+    return statement, _scrub(parameters)
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {k: _scrub(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_scrub(v) for v in value)
+    return value
+
+
+def chunks(items: list[T], size: int) -> list[list[T]]:
+    """`items` in batches of `size`: SQL statements take a bounded number of parameters."""
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def create_schema(engine: Engine) -> None:
+    """Migrate to the newest schema (idempotent). Full-text search lives in memory (app.search), not in SQL."""
+    from app.index.migrations import upgrade  # Alembic, imported only where a schema is made
+
+    upgrade(engine)

@@ -1,0 +1,187 @@
+"""SQL tables of the index (SQLModel). The API returns the `*Public` models in app/schemas.py."""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, FromClause, Index, inspect
+from sqlmodel import Field, SQLModel
+
+
+class PageRow(SQLModel, table=True):
+    """One indexed page; list fields live in their own tables, the raw front matter in `meta`."""
+
+    __tablename__ = "page"
+    __table_args__ = (Index("ix_page_listing", "type", "title", "id"),)  # listings page in this order (0006)
+    id: str = Field(primary_key=True)
+    title: str
+    title_lower: str = Field(index=True)  # for case-insensitive resolution by title
+    type: str = Field(index=True)
+    path: str = Field(index=True)
+    confidence: str | None = Field(default=None, index=True)
+    evidence_level: str | None = None
+    meta: str  # JSON of every front-matter field (unknown keys included)
+    body: str  # Markdown body
+    body_line: int  # file line of the body's first line
+    html: str  # rendered body
+    toc: str  # JSON list of {level, heading, anchor}
+    content_hash: str
+
+
+class FileRow(SQLModel, table=True):
+    """One Markdown file seen under the wiki root, for incremental reindexing."""
+
+    __tablename__ = "file"
+    path: str = Field(primary_key=True)
+    mtime_ns: int = Field(sa_type=BigInteger)  # nanoseconds outgrow a 32-bit INTEGER (PostgreSQL)
+    size: int = Field(sa_type=BigInteger)
+    content_hash: str
+    page_id: str | None = Field(default=None, index=True)  # None when the file has errors
+
+
+class DiagnosticRow(SQLModel, table=True):
+    """A problem found while indexing a file (`path:line: severity: message`)."""
+
+    __tablename__ = "diagnostic"
+    id: int | None = Field(default=None, primary_key=True)
+    path: str = Field(index=True)
+    line: int
+    severity: str
+    message: str
+
+
+class AliasRow(SQLModel, table=True):
+    __tablename__ = "alias"
+    id: int | None = Field(default=None, primary_key=True)
+    page_id: str = Field(index=True)
+    alias: str
+    alias_lower: str = Field(index=True)
+
+
+class TagRow(SQLModel, table=True):
+    __tablename__ = "tag"
+    id: int | None = Field(default=None, primary_key=True)
+    page_id: str = Field(index=True)
+    tag: str = Field(index=True)
+
+
+class LanguageRow(SQLModel, table=True):
+    __tablename__ = "language"
+    id: int | None = Field(default=None, primary_key=True)
+    page_id: str = Field(index=True)
+    language: str = Field(index=True)
+
+
+class ArchitectureRow(SQLModel, table=True):
+    """A declared architecture and its family (`sm90a` → `sm90`), for `arch=` filters."""
+
+    __tablename__ = "architecture"
+    __table_args__ = (Index("ix_architecture_family_page", "family", "page_id"),)  # the arch facet (0006)
+    id: int | None = Field(default=None, primary_key=True)
+    page_id: str = Field(index=True)
+    arch: str
+    family: str = Field(index=True)
+
+
+class FacetRow(SQLModel, table=True):
+    """A value of a list field a repository's pages classify themselves by: techniques, hardware_features, kernel_types,
+    symptoms, candidate_techniques, a PR's repo (app/index/facets.py names them). Feeds the facets and the queries/ views."""
+
+    __tablename__ = "facet"
+    __table_args__ = (Index("ix_facet_name_value", "facet", "value", "page_id"),)  # (0007)
+    id: int | None = Field(default=None, primary_key=True)
+    page_id: str = Field(index=True)
+    facet: str  # the front-matter field
+    value: str
+
+
+class PerformanceClaimRow(SQLModel, table=True):
+    """One item of a page's `performance_claims` (app/index/perf.py reads them; d25measure binds them to measurements)."""
+
+    __tablename__ = "performance_claim"
+    id: int | None = Field(default=None, primary_key=True)
+    page_id: str = Field(index=True)
+    position: int  # 1-based order on the page
+    gpu: str | None = Field(default=None, index=True)
+    dtype: str | None = None
+    shape: str | None = None
+    metric: str | None = Field(default=None, index=True)
+    value: float | None = None  # None when the page wrote something that is not a number (kept in `data`)
+    utilization: str | None = None
+    source_id: str | None = None
+    source_locator: str | None = None
+    data: str  # JSON of the item as written (fields d25measure adds, e.g. measured_by, tolerance)
+
+
+class LinkRow(SQLModel, table=True):
+    """A `related` or `sources` link; `resolved` says whether the target page exists."""
+
+    __tablename__ = "link"
+    id: int | None = Field(default=None, primary_key=True)
+    source_id: str = Field(index=True)
+    target_id: str = Field(index=True)
+    kind: str  # "related" or "sources"
+    resolved: bool = False
+
+
+class SectionRow(SQLModel, table=True):
+    """One heading of a page with its anchor and text; search answers with a section."""
+
+    __tablename__ = "section"
+    id: int | None = Field(default=None, primary_key=True)
+    page_id: str = Field(index=True)
+    position: int
+    level: int
+    heading: str
+    anchor: str
+    line: int
+    text: str
+
+
+class SnippetRow(SQLModel, table=True):
+    """A verifiable code block of a page (see docs/snippets.md)."""
+
+    __tablename__ = "snippet"
+    id: str = Field(primary_key=True)  # PAGE_ID:N
+    page_id: str = Field(index=True)
+    position: int  # N
+    line: int  # file line of the opening fence
+    lang: str = Field(index=True)
+    mode: str
+    targets: str  # JSON list, e.g. ["sm_90a", "sm_100a"]
+    content_hash: str = Field(index=True)
+    data: str  # JSON of the snippet (info, attributes, visible source)
+
+
+class EvidenceRow(SQLModel, table=True):
+    """One verification record (snippet × target × step); the full record is in `data`."""
+
+    __tablename__ = "evidence"
+    __table_args__ = (
+        Index("ix_evidence_history", "snippet_id", "timestamp", "record_id"),
+    )  # a snippet's history, newest first (0008)
+    record_id: str = Field(primary_key=True)
+    snippet_id: str = Field(index=True)
+    page_id: str = Field(index=True)
+    target: str = Field(index=True)
+    step: str
+    status: str = Field(index=True)
+    content_hash: str
+    timestamp: str = Field(index=True)  # the record's time, UTC, fixed width (app/evidence/ingest.py): text order is time order
+    data: str
+    received_at: str | None = None  # when the service stored it, same form; None for records from before 0004
+    origin: str | None = Field(default=None, index=True)  # "request" (POST /api/evidence), "verify", or the JSONL file
+
+
+class StateRow(SQLModel, table=True):
+    """Index-wide values; `generation` grows with every reindex that changed something."""
+
+    __tablename__ = "index_state"
+    key: str = Field(primary_key=True)
+    value: int
+
+
+def table_of(model: type[SQLModel]) -> FromClause:
+    """The SQL table a row model maps, for Core statements (`table_of(PageRow).select()`: every column, as rows).
+
+    The same object as the class's `__table__`, which SQLModel's type hints do not declare.
+    """
+    return inspect(model).local_table
