@@ -5,7 +5,7 @@
 Builds the synthetic wiki of bench/bench_index.py, gives every `--snippet-every`-th page a
 compiled CUDA block (targets sm_90a and sm_100a), indexes it into SQLite, adds a typical
 verification run for every snippet (compile pass on both, run on the H200, run skipped on
-sm_100a: tests/web/records.py), then times each view through the whole ASGI stack in
+sm_100a: bench/records.py), then times each view through the whole ASGI stack in
 process (FastAPI TestClient): the first request (caches empty: the status index, facets,
 graph layout are built) and the median of `--repeat` warm ones. The baseline is
 `/api/health` measured the same way; `ratio` is a view's warm median over the baseline's.
@@ -71,7 +71,7 @@ def main() -> int:
     from app.settings import Settings
     from app.store import Store
     from bench.bench_index import generate
-    from tests.web.records import typical
+    from bench.records import typical
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "wiki"

@@ -27,8 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.bench_index import generate  # noqa: E402
-from bench.proc import cpu_seconds, wait_idle  # noqa: E402
-from tests.conftest import free_port  # noqa: E402
+from bench.proc import cpu_seconds, free_port, wait_idle  # noqa: E402
 
 
 def timed(client: httpx.Client, pid: int, method: str, path: str, headers: dict[str, str] | None = None) -> dict[str, Any]:

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.bench_index import generate  # noqa: E402
-from tests.conftest import free_port  # noqa: E402
+from bench.proc import free_port  # noqa: E402
 
 KERNELWIKI = str(Path(sys.executable).parent / "kernelwiki")
 HANGING_UPLOAD = (

@@ -48,7 +48,7 @@ def build_app(wiki: Path, evidence: Path, workdir: Path) -> tuple[Any, str]:
     source = f"evidence from {evidence}"
     with store.engine.connect() as conn:
         if store.evidence.count(conn) == 0:
-            from tests.web.records import typical
+            from bench.records import typical
 
             snippets = [s.model_dump() for s in store.evidence.snippets_with_evidence(conn)]
             store.evidence.add(typical(snippets))

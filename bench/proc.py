@@ -1,8 +1,9 @@
-"""Watching a benchmarked server process from outside (Linux /proc)."""
+"""Watching a benchmarked server process from outside (Linux /proc), and a free port to serve it on."""
 
 from __future__ import annotations
 
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -35,3 +36,10 @@ def wait_idle(pid: int, seconds: float = 180.0) -> float:
             break
         before = now
     return time.monotonic() - started
+
+
+def free_port() -> int:
+    """A local TCP port free at the time of asking (benchmarks and tests serve on it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

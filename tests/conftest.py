@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import threading
 import time
 import uuid
@@ -12,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from bench.proc import free_port
 
 FIXTURE_WIKI = Path(__file__).parent / "fixtures" / "wiki"
 REPO = Path(__file__).resolve().parent.parent
@@ -85,12 +86,6 @@ def store(db_url: str, wiki_dir: Path):  # type: ignore[no-untyped-def]
     s.reindex(wiki_dir)
     yield s
     s.engine.dispose()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class LiveServer:

@@ -56,7 +56,7 @@ def test_graph_is_the_most_linked_pages_or_a_neighbourhood(live: Any) -> None:
 
 def test_status_index_follows_new_evidence_like_a_fresh_build(store: Any, wiki_dir: Any) -> None:
     from app.evidence.status import build_status_index, data_version
-    from tests.web.records import record
+    from bench.records import record
 
     (wiki_dir / "many.md").write_text(
         "---\nid: many\ntitle: Many snippets\ntype: technique\narchitectures: [sm90a]\n---\n"

@@ -11,8 +11,8 @@ import pytest
 from playwright.sync_api import expect
 
 from app.web.badges import rank
+from bench.records import record, typical
 from tests.web.conftest import shoot
-from tests.web.records import record, typical
 
 pytestmark = pytest.mark.browser
 

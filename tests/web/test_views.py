@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.web.records import record, typical
+from bench.records import record, typical
 
 HTML = {"accept": "text/html"}
 
