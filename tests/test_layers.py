@@ -1,8 +1,9 @@
-"""Imports point down the layers (snippets → runner → app) and no modules import each other in a circle.
+"""Imports point down the layers (snippets → runner → app → bench → tests), down app/'s floors, and never in a circle.
 
-Every import counts, the ones inside functions too: a lazy import still makes
-the importing module depend on the imported one. Read with `ast`, so nothing
-is imported to check it.
+Every import counts, the ones inside functions too (a lazy import still makes
+the importing module depend on the imported one), and so does
+`importlib.import_module("…")` or `__import__("…")` with a literal name. Read
+with `ast`, so nothing is imported to check it.
 """
 
 from __future__ import annotations
@@ -12,8 +13,25 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("snippets", "runner", "app")
-"""Lowest first: a package may import the ones before it, never the ones after it."""
+LAYERS = ("snippets", "runner", "app", "bench", "tests")
+"""Lowest first: a package may import the ones before it, never the ones after it (bench/ borrows nothing from tests/)."""
+
+APP_FLOORS: tuple[tuple[str, ...], ...] = (
+    # 0: imports nothing of app/: configuration, the error shape, the public models, process helpers, the LRU
+    ("app", "app.settings", "app.errors", "app.schemas", "app.lifeline", "app.shutdown", "app.cache"),
+    ("app.index",),  # 1: the SQL index: tables, migrations, reading pages, building the index
+    ("app.search", "app.evidence"),  # 2: full-text search; evidence and snippet status (neither imports the other)
+    ("app.store",),  # 3: the façade over index, search and evidence that routes and the queue go through
+    ("app.queue", "app.deps", "app.watch", "app.repair"),  # 4: job queue and worker; request dependencies; reindexing
+    ("app.web",),  # 5: the HTML browser
+    ("app.agents",),  # 6: Markdown and MCP for agents (borrows app.web.badges)
+    ("app.api",),  # 7: the JSON API (borrows app.agents.budget for token-budgeted search)
+    ("app.main",),  # 8: the app factory
+    ("app.serve",),  # 9: `kernelwiki serve` (uvicorn, workers)
+    ("app.cli",),  # 10: the `kernelwiki` command line
+)
+"""app/ from the ground up, read from the real import graph: a unit (a package, or a module at app/'s top) may import
+the units on floors below its own, never one on its own floor or above. A new module of app/ gets a floor here."""
 
 
 def _modules() -> dict[str, Path]:
@@ -30,10 +48,21 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _imports(name: str, path: Path) -> Iterator[tuple[str, int]]:
-    """(imported module, line) for every import in the file, resolved to one of MODULES where it is one."""
-    is_package = path.name == "__init__.py"
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+def _dynamic(node: ast.Call) -> str | None:
+    """The literal module name of `importlib.import_module("x")`, `import_module("x")` or `__import__("x")`, else None."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if name not in ("import_module", "__import__") or not node.args:
+        return None
+    first = node.args[0]
+    if isinstance(first, ast.Constant) and isinstance(first.value, str) and not first.value.startswith("."):
+        return first.value
+    return None
+
+
+def _imports_in(source: str, name: str, is_package: bool, filename: str = "<source>") -> Iterator[tuple[str, int]]:
+    """(imported module, line) for every import in `source`, resolved to one of MODULES where it is one."""
+    for node in ast.walk(ast.parse(source, filename)):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, node.lineno
@@ -46,6 +75,12 @@ def _imports(name: str, path: Path) -> Iterator[tuple[str, int]]:
             for alias in node.names:
                 full = f"{module}.{alias.name}"
                 yield (full if full in MODULES else module), node.lineno
+        elif isinstance(node, ast.Call) and (dynamic := _dynamic(node)) is not None:
+            yield dynamic, node.lineno
+
+
+def _imports(name: str, path: Path) -> Iterator[tuple[str, int]]:
+    return _imports_in(path.read_text(encoding="utf-8"), name, path.name == "__init__.py", str(path))
 
 
 def _owner(target: str) -> str | None:
@@ -115,6 +150,34 @@ def _circles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
     return circles
 
 
+def _unit(module: str) -> str | None:
+    """The unit of APP_FLOORS an app/ module belongs to (`app.index.db` → `app.index`), or None."""
+    units = {u for floor in APP_FLOORS for u in floor}
+    while module:
+        if module in units:
+            return module
+        module = module.rpartition(".")[0]
+    return None
+
+
+def _floor(unit: str) -> int:
+    return next(i for i, floor in enumerate(APP_FLOORS) if unit in floor)
+
+
+def _not_down_the_floors(graph: dict[str, dict[str, int]]) -> list[tuple[str, str, int]]:
+    """(module, imported module, line) for each import between app/ units that does not point to a lower floor."""
+    found = []
+    for name, targets in graph.items():
+        unit = _unit(name)
+        for target, line in targets.items():
+            other = _unit(target)
+            if unit is None or other is None or other == unit:
+                continue
+            if _floor(other) >= _floor(unit):
+                found.append((name, target, line))
+    return found
+
+
 def test_imports_point_down_the_layers() -> None:
     upward = [
         f"{MODULES[name].relative_to(ROOT)}:{line}: {name} imports {target}"
@@ -122,7 +185,21 @@ def test_imports_point_down_the_layers() -> None:
         for target, line in targets.items()
         if LAYERS.index(target.split(".")[0]) > LAYERS.index(name.split(".")[0])
     ]
-    assert upward == [], "imports up the layers (snippets → runner → app):\n" + "\n".join(upward)
+    assert upward == [], "imports up the layers (snippets → runner → app → bench → tests):\n" + "\n".join(upward)
+
+
+def test_every_app_module_has_a_floor() -> None:
+    homeless = sorted(name for name in MODULES if name.split(".")[0] == "app" and _unit(name) is None)
+    assert homeless == [], "app/ modules on no floor of APP_FLOORS (give each one):\n" + "\n".join(homeless)
+
+
+def test_app_imports_point_down_its_floors() -> None:
+    wrong = [
+        f"{MODULES[name].relative_to(ROOT)}:{line}: {name} (floor {_floor(_unit(name) or '')}) imports {target}"
+        f" (floor {_floor(_unit(target) or '')})"
+        for name, target, line in _not_down_the_floors(_graph())
+    ]
+    assert wrong == [], "app/ imports that do not point down its floors (APP_FLOORS):\n" + "\n".join(wrong)
 
 
 def test_the_lower_layers_import_no_web_or_database_stack() -> None:
@@ -132,7 +209,7 @@ def test_the_lower_layers_import_no_web_or_database_stack() -> None:
         {
             f"{path.relative_to(ROOT)}:{line}: {target}"
             for name, path in MODULES.items()
-            if not name.startswith("app")
+            if name.split(".")[0] in ("snippets", "runner")
             for target, line in _imports(name, path)
             if target.split(".")[0] not in allowed | stdlib
         }
@@ -156,3 +233,25 @@ def test_no_modules_import_each_other_in_a_circle() -> None:
 def test_the_circle_check_finds_a_circle() -> None:
     graph = {"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}
     assert _circles(graph) == [["a", "b", "c"]]
+
+
+def test_the_floor_check_finds_an_import_up_or_sideways() -> None:
+    graph = {
+        "app.index.db": {"app.settings": 1, "app.index.models": 2},  # down, and inside its own unit: fine
+        "app.search.engine": {"app.evidence.store": 3},  # sideways, on one floor
+        "app.store": {"app.api.search": 4},  # up
+    }
+    assert _not_down_the_floors(graph) == [("app.search.engine", "app.evidence.store", 3), ("app.store", "app.api.search", 4)]
+
+
+def test_dynamic_imports_with_a_literal_name_count() -> None:
+    source = (
+        "import importlib\n"
+        "from importlib import import_module\n"
+        "importlib.import_module('app.store')\n"
+        "import_module('app.api')\n"
+        "__import__('app.web', fromlist=['x'])\n"
+        "importlib.import_module(name)\n"  # not a literal: cannot be read, not counted
+    )
+    found = [(m, line) for m, line in _imports_in(source, "runner.report", False) if m.startswith("app")]
+    assert found == [("app.store", 3), ("app.api", 4), ("app.web", 5)]
