@@ -20,7 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from app import worker  # noqa: E402
+from app.queue import worker  # noqa: E402
 from app.queue.client import EvidenceClient  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from runner.evidence import EvidenceRecord  # noqa: E402
