@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from app.cli.options import DbOpt, IsolationOpt, WikiOpt, evidence_option
 from app.settings import Settings
 
 if TYPE_CHECKING:
@@ -27,9 +28,6 @@ evidence_cli = typer.Typer(help="Evidence records made elsewhere.", no_args_is_h
 cli.add_typer(evidence_cli, name="evidence")
 out = Console()
 err = Console(stderr=True)
-
-WikiOpt = Annotated[Path | None, typer.Option("--wiki", help="wiki folder [env KERNELWIKI_WIKI]")]
-DbOpt = Annotated[str | None, typer.Option("--db", help="index URL [env KERNELWIKI_DB]")]
 
 
 def settings_for(wiki: Path | None, db: str | None, **more: object) -> Settings:
@@ -102,10 +100,7 @@ def index(
 @cli.command()
 def lint(
     wiki: WikiOpt = None,
-    evidence: Annotated[
-        Path | None,
-        typer.Option("--evidence", help="folder of evidence JSONL the claims are checked against [env KERNELWIKI_EVIDENCE]"),
-    ] = None,
+    evidence: Annotated[Path | None, evidence_option("folder of evidence JSONL the claims are checked against")] = None,
 ) -> None:
     """Check every page, and its confidence/evidence_level against its snippets' evidence; exit 1 on errors."""
     from app.evidence.claims import lint_claims, read_evidence
@@ -183,13 +178,12 @@ def adopt(
 def serve(
     wiki: WikiOpt = None,
     db: DbOpt = None,
-    evidence: Annotated[
-        Path | None, typer.Option("--evidence", help="folder of committed evidence JSONL [env KERNELWIKI_EVIDENCE]")
-    ] = None,
-    host: Annotated[str | None, typer.Option(help="address to listen on")] = None,
-    port: Annotated[int | None, typer.Option(help="port")] = None,
+    evidence: Annotated[Path | None, evidence_option("folder of committed evidence JSONL")] = None,
+    host: Annotated[str | None, typer.Option(help="address to listen on", envvar="KERNELWIKI_HOST")] = None,
+    port: Annotated[int | None, typer.Option(help="port", envvar="KERNELWIKI_PORT")] = None,
     watch: Annotated[
-        bool | None, typer.Option("--watch/--no-watch", help="reindex as wiki files are added, changed or deleted")
+        bool | None,
+        typer.Option("--watch/--no-watch", help="reindex as wiki files are added, changed or deleted", envvar="KERNELWIKI_WATCH"),
     ] = None,
     workers: Annotated[
         int,
@@ -218,9 +212,7 @@ def serve(
 def mcp(
     wiki: WikiOpt = None,
     db: DbOpt = None,
-    evidence: Annotated[
-        Path | None, typer.Option("--evidence", help="folder of evidence JSONL [env KERNELWIKI_EVIDENCE]")
-    ] = None,
+    evidence: Annotated[Path | None, evidence_option("folder of evidence JSONL")] = None,
 ) -> None:
     """Index the wiki, then serve the MCP tools (search, get_page, get_snippet_evidence, resolve) on stdio."""
     from app.agents.mcp_server import run_stdio
@@ -284,13 +276,7 @@ def verify(
     compile_only: Annotated[bool, typer.Option("--compile-only", help="build programs but do not run them")] = False,
     report: Annotated[Path | None, typer.Option("--report", help="also write the evidence records to this JSONL file")] = None,
     store_evidence: Annotated[bool, typer.Option("--store/--no-store", help="record the evidence in the index")] = True,
-    isolation: Annotated[
-        str | None,
-        typer.Option(
-            "--isolation",
-            help="sandbox: bwrap (default), or unshare-net / none / auto to accept weaker isolation explicitly [env KERNELWIKI_ISOLATION]",
-        ),
-    ] = None,
+    isolation: IsolationOpt = None,
     toolchain: Annotated[
         str | None, typer.Option("--toolchain", help="an installed CUDA release (13.1; `kernelwiki toolchains list`)")
     ] = None,

@@ -17,13 +17,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from app.cli.options import IsolationOpt, WikiOpt
+
 out = Console()
 err = Console(stderr=True)
 
 toolchains_cli = typer.Typer(help="CUDA toolchains installed from pip wheels, one folder per release.", no_args_is_help=True)
 
 RootOpt = Annotated[
-    Path | None, typer.Option("--root", help="where toolchains live [env KERNELWIKI_TOOLCHAINS, default .kernelwiki/toolchains]")
+    Path | None,
+    typer.Option("--root", help="where toolchains live (default .kernelwiki/toolchains)", envvar="KERNELWIKI_TOOLCHAINS"),
 ]
 
 
@@ -136,9 +139,6 @@ def run_and_write(
     return 1 if any(c.status in FAILING for c in report.cells) else 0
 
 
-WikiOpt = Annotated[Path | None, typer.Option("--wiki", help="wiki folder [env KERNELWIKI_WIKI]")]
-
-
 def matrix(
     wiki: WikiOpt = None,
     toolchains: Annotated[
@@ -148,7 +148,7 @@ def matrix(
     target: Annotated[list[str] | None, typer.Option("--target", help="only this target (repeatable)")] = None,
     jobs: Annotated[int, typer.Option(help="parallel builds")] = 2,
     root: RootOpt = None,
-    isolation: Annotated[str | None, typer.Option("--isolation", help="sandbox level [env KERNELWIKI_ISOLATION]")] = None,
+    isolation: IsolationOpt = None,
 ) -> None:
     """Compile every snippet with every toolchain (cached by content and toolchain), keep SASS/PTX, find flips."""
     from app.settings import Settings

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
-from typing import TYPE_CHECKING, Annotated, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
@@ -21,10 +23,40 @@ out = Console()
 QueueDbOpt = Annotated[
     str | None,
     typer.Option(
-        "--queue-db", help="PostgreSQL URL of the job queue [env KERNELWIKI_QUEUE_DATABASE_URL; default: --db when PostgreSQL]"
+        "--queue-db",
+        help="PostgreSQL URL of the job queue (default: --db when PostgreSQL)",
+        envvar="KERNELWIKI_QUEUE_DATABASE_URL",
     ),
 ]
-DbOpt = Annotated[str | None, typer.Option("--db", help="index URL, for the scheduler and --enqueue [env KERNELWIKI_DB]")]
+DbOpt = Annotated[str | None, typer.Option("--db", help="index URL, for the scheduler and --enqueue", envvar="KERNELWIKI_DB")]
+
+
+PG_EXTRA = frozenset({"procrastinate", "psycopg", "httpx"})
+"""The modules of the `pg` extra (pyproject.toml) that `worker` and `jobs` need."""
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def needs_pg_extra(command: Callable[P, R]) -> Callable[P, R]:
+    """A module of the `pg` extra missing: one line naming the fix and exit 2, not a traceback."""
+
+    @functools.wraps(command)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except ImportError as exc:
+            missing = (exc.name or "").partition(".")[0]
+            if missing not in PG_EXTRA:
+                raise
+            typer.echo(
+                f"kernelwiki {command.__name__}: the job queue needs the pg extra ({missing} is not installed): "
+                "pip install 'kernelwiki[pg]'",
+                err=True,
+            )
+            raise typer.Exit(2) from None
+
+    return run
 
 
 def _settings(**overrides: Any) -> Settings:
@@ -33,6 +65,7 @@ def _settings(**overrides: Any) -> Settings:
     return Settings(**{k: v for k, v in overrides.items() if v is not None})
 
 
+@needs_pg_extra
 def worker(
     target: Annotated[
         list[str] | None, typer.Option("--target", help="a queue to serve, e.g. sm_90a (repeatable); needs a GPU that runs it")
@@ -44,7 +77,7 @@ def worker(
         bool, typer.Option("--check", help="only say whether this machine can serve --target (exit 0) or not (exit 2)")
     ] = False,
     server: Annotated[
-        str | None, typer.Option("--server", help="service URL evidence is posted to [env KERNELWIKI_SERVER_URL]")
+        str | None, typer.Option("--server", help="service URL evidence is posted to", envvar="KERNELWIKI_SERVER_URL")
     ] = None,
     queue_db: QueueDbOpt = None,
     db: DbOpt = None,
@@ -77,6 +110,7 @@ def worker(
         raise typer.Exit(2) from None
 
 
+@needs_pg_extra
 def jobs(
     enqueue: Annotated[
         bool, typer.Option("--enqueue", help="fan out every snippet × target now (as the nightly task does)")
