@@ -37,7 +37,7 @@ from snippets.attributes import InfoStringError, check_snippet_rules
 from snippets.classify import FRAGMENT_REASON
 from snippets.diagnostic import Diagnostic
 from snippets.extract import content_hash, extract_snippets
-from snippets.page import iter_page_files, load_page
+from snippets.page import PageIds, iter_page_files, load_page
 from snippets.snippet import Snippet
 
 RUNNER_VERSION = "kernelwiki-runner-3"  # 3: seccomp, readback through the sandbox, tamper check, RE2
@@ -133,7 +133,7 @@ def load_snippets(pages_root: Path | str, pages: list[str] | None = None) -> tup
     root = Path(pages_root)
     snippets: list[Snippet] = []
     problems: list[Diagnostic] = []
-    seen: dict[str, str] = {}
+    ids = PageIds()
     wanted = set(pages) if pages else None
     for path in iter_page_files(root):
         page, diagnostics = load_page(path, root)
@@ -141,18 +141,14 @@ def load_snippets(pages_root: Path | str, pages: list[str] | None = None) -> tup
             problems.extend(diagnostics)
         if page is None or (wanted is not None and page.id not in wanted):
             continue
-        if page.id in seen:
-            problems.append(
-                Diagnostic(
-                    page.path, 1, "error", f"duplicate page id '{page.id}' (also {seen[page.id]}): its snippets are not verified"
-                )
-            )
+        duplicate = ids.claim(page)
+        if duplicate is not None:
+            problems.append(duplicate)
             continue
-        seen[page.id] = page.path
         found, found_problems = extract_snippets(page.id, page.path, page.body, page.body_line, list(page.architectures))
         snippets.extend(found)
         problems.extend(found_problems)
-    for missing in sorted((wanted or set()) - set(seen)):
+    for missing in sorted((wanted or set()) - set(ids.owners)):
         problems.append(Diagnostic(str(root), 1, "error", f"no valid page with id '{missing}'"))
     return snippets, problems
 

@@ -278,3 +278,22 @@ def load_page(path: Path, root: Path) -> tuple[Page | None, list[Diagnostic]]:
     except OSError as exc:
         return None, [Diagnostic(rel, 1, "error", f"cannot read file: {exc.strerror}")]
     return parse_page(raw, rel)
+
+
+class PageIds:
+    """Who owns each page id: the first page to claim an id keeps it, a later one is left out with an error.
+
+    The one duplicate-id rule of `kernelwiki lint` (app/index/pages.py), the index build (app/index/build.py)
+    and the runner (runner/verify.py); give pages in path order so the same page wins everywhere."""
+
+    def __init__(self, owners: dict[str, str] | None = None) -> None:
+        self.owners: dict[str, str] = dict(owners or {})  # page id → path of the page that owns it
+
+    def claim(self, page: Page) -> Diagnostic | None:
+        """None when `page` now owns its id; else the error for `page`, which is to be left out."""
+        owner = self.owners.setdefault(page.id, page.path)
+        if owner == page.path:
+            return None
+        return Diagnostic(
+            page.path, page.line_of("id"), "error", f"duplicate id '{page.id}': also used by {owner}; this page is left out"
+        )

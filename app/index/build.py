@@ -47,7 +47,7 @@ from app.index.perf import rows_for as perf_rows
 from app.lifeline import exit_with
 from snippets.architectures import family
 from snippets.diagnostic import Diagnostic
-from snippets.page import Page, inside, parse_page
+from snippets.page import Page, PageIds, inside, parse_page
 from snippets.repository import Repository, not_a_page, open_repository, skill_folders
 
 PAGE_TABLES = (AliasRow, TagRow, LanguageRow, ArchitectureRow, SectionRow, SnippetRow, FacetRow, PerformanceClaimRow)
@@ -377,7 +377,7 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
 
         old_ids = {rel: page_id for rel in gone + list(parsed) if rel in known and (page_id := known[rel].page_id)}
         # Ids held by files that stay as they are: a new page may not take one of them.
-        kept_ids = (
+        ids = PageIds(  # ids owned by pages not reparsed now
             {row.page_id: rel for rel, row in known.items() if row.page_id is not None and rel not in old_ids and rel in on_disk}
             if parsed
             else {}
@@ -389,19 +389,10 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
         for prep in prepared:
             page = prep.page
             if page is not None:
-                owner = kept_ids.get(page.id)
-                if owner is not None:
-                    prep.diagnostics.append(
-                        Diagnostic(
-                            prep.rel,
-                            page.line_of("id"),
-                            "error",
-                            f"duplicate id '{page.id}': also used by {owner}; this page is left out",
-                        )
-                    )
+                duplicate = ids.claim(page)
+                if duplicate is not None:
+                    prep.diagnostics.append(duplicate)
                     page = None
-                else:
-                    kept_ids[page.id] = prep.rel
             if page is None:
                 failed.add(prep.rel)
             else:

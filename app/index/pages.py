@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from snippets.diagnostic import Diagnostic
-from snippets.page import Page, inside, load_page
+from snippets.page import Page, PageIds, inside, load_page
 from snippets.repository import Repository, check_page, is_source_type, open_repository, page_files
 
 
@@ -52,17 +52,12 @@ def check_wiki(pages: list[Page]) -> tuple[dict[str, Page], list[Diagnostic]]:
     """Cross-page checks: duplicate ids, unresolved links, self links, contested aliases."""
     diags: list[Diagnostic] = []
     by_id: dict[str, Page] = {}
+    ids = PageIds()
     for page in sorted(pages, key=lambda p: p.path):
-        first = by_id.get(page.id)
-        if first is not None:
-            diags.append(
-                Diagnostic(
-                    page.path,
-                    page.line_of("id"),
-                    "error",
-                    f"duplicate id '{page.id}': also used by {first.path}; this page is left out",
-                )
-            )
+        duplicate = ids.claim(page)
+        if duplicate is not None:
+            first = by_id[page.id]
+            diags.append(duplicate)
             diags.append(
                 Diagnostic(first.path, first.line_of("id"), "error", f"duplicate id '{page.id}': also used by {page.path}")
             )

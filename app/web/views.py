@@ -23,24 +23,11 @@ from app.web.badges import STATUS_ORDER, SnippetEvidence, TargetEvidence, rank, 
 from app.web.filters import safe_url
 from app.web.render import Segment, render_body, toc_items
 from app.web.state import WebState
+from snippets.page import KNOWN_FIELDS
 from snippets.snippet import NEVER_BUILT_MODES
 
 HOME_PAGE_SIZE = 100  # page cards per home page window
 DASHBOARD_PAGE_SIZE = 50  # snippet × target rows per evidence dashboard window (each reads its snippet's evidence)
-KNOWN_META = {
-    "id",
-    "title",
-    "type",
-    "architectures",
-    "languages",
-    "tags",
-    "aliases",
-    "confidence",
-    "evidence_level",
-    "evidence_basis",
-    "related",
-    "sources",
-}
 
 
 SHOWN_APART = frozenset({"performance_claims", "reproducibility"})
@@ -84,7 +71,7 @@ def page_view(store: Store, web: WebState, page_id: str, conn: Connection) -> Pa
     )
     evidence = {s.id: snippet_evidence(s, errors.get(s.id)) for s in page.snippets}
     counts = Counter(s.status for s in page.snippets)
-    extra = {k: v for k, v in page.meta.items() if k not in KNOWN_META and k not in SHOWN_APART and v not in (None, "", [], {})}
+    extra = {k: v for k, v in page.meta.items() if k not in KNOWN_FIELDS and k not in SHOWN_APART and v not in (None, "", [], {})}
     url = safe_url(extra.pop("url", None))
     return PageView(page, segments, evidence, toc_items(page.toc), extra, url, dict(counts))
 

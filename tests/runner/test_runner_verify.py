@@ -173,3 +173,13 @@ def test_runner_imports_without_the_web_stack(repo_root: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=repo_root, capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_a_duplicate_page_id_is_left_out_with_the_rule_lint_and_the_index_use(tmp_path: Path) -> None:
+    from runner.verify import load_snippets
+
+    (tmp_path / "a.md").write_text("---\nid: a\ntitle: A\narchitectures: [sm_90]\n---\n" + KERNEL)
+    (tmp_path / "b.md").write_text("---\ntitle: B\nid: a\n---\n" + KERNEL)
+    snippets, problems = load_snippets(tmp_path)
+    assert {s.path for s in snippets} == {"a.md"}
+    assert [str(p) for p in problems] == ["b.md:3: error: duplicate id 'a': also used by a.md; this page is left out"]
