@@ -19,6 +19,10 @@ from markdown_it.token import Token
 
 FenceRenderer = Callable[[Token, int], str | None]
 """Optional hook to render a fenced block (token, 0-based fence index) → HTML, or None for the default."""
+LinkRewriter = Callable[[str], str | None]
+"""Optional hook: a link's href → the href to write instead, or None to keep it."""
+HeadingRenderer = Callable[[int, str], tuple[int, str]]
+"""Optional hook: a heading's (level, anchor) → (the level to write, HTML to put at its end, e.g. a permalink)."""
 
 
 @dataclass
@@ -55,6 +59,9 @@ def _parser() -> MarkdownIt:
     md.enable("table")
     md.enable("strikethrough")
     md.add_render_rule("fence", _fence_rule)
+    md.add_render_rule("link_open", _link_open_rule)
+    md.add_render_rule("heading_open", _heading_rule)
+    md.add_render_rule("heading_close", _heading_rule)
     return md
 
 
@@ -83,14 +90,40 @@ def _fence_rule(self: Any, toks: list[Token], idx: int, options: Any, env: Any) 
     return self.fence(toks, idx, options, env)
 
 
+def _link_open_rule(self: Any, toks: list[Token], idx: int, options: Any, env: Any) -> str:
+    """Links through the caller's hook (`env["link"]`), which may give another href."""
+    hook, token = env.get("link"), toks[idx]
+    href = token.attrGet("href")
+    if hook is not None and href is not None:
+        url = hook(str(href))
+        if url is not None:
+            token.attrSet("href", url)
+    return str(self.renderToken(toks, idx, options, env))
+
+
+def _heading_rule(self: Any, toks: list[Token], idx: int, options: Any, env: Any) -> str:
+    """Headings through the caller's hook (`env["heading"]`): another level, and HTML before the closing tag."""
+    hook, token = env.get("heading"), toks[idx]
+    if hook is None:
+        return str(self.renderToken(toks, idx, options, env))
+    if token.nesting == 1:
+        token.meta["heading"] = hook(int(token.tag[1]), str(token.attrGet("id") or ""))
+    level, end = (token if token.nesting == 1 else toks[idx - 2]).meta["heading"]  # heading_open, inline, heading_close
+    token.tag = f"h{level}"
+    return (end if token.nesting == -1 else "") + str(self.renderToken(toks, idx, options, env))
+
+
 def _inline_text(token: Token) -> str:
     if token.children is None:
         return token.content
     return "".join(" " if c.type in ("softbreak", "hardbreak") else c.content for c in token.children)
 
 
-def render(body: str, fence: FenceRenderer | None = None) -> Rendered:
-    """Render a page body; `fence` may replace the HTML of fenced code blocks."""
+def render(
+    body: str, fence: FenceRenderer | None = None, link: LinkRewriter | None = None, heading: HeadingRenderer | None = None
+) -> Rendered:
+    """Render a page body; `fence` may replace the HTML of fenced code blocks, `link` the targets of links and
+    `heading` the level and end of headings."""
     md = _shared_parser()
     tokens = md.parse(body)
     sections: list[Section] = [Section(0, 0, "", "", 1, "")]
@@ -99,17 +132,17 @@ def render(body: str, fence: FenceRenderer | None = None) -> Rendered:
     texts: list[list[str]] = [[]]
     for i, tok in enumerate(tokens):
         if tok.type == "heading_open":
-            heading = _inline_text(tokens[i + 1])
-            base = slugify(heading)
+            title = _inline_text(tokens[i + 1])
+            base = slugify(title)
             n = used.get(base, 0)
             used[base] = n + 1
             anchor = base if n == 0 else f"{base}-{n}"
             tok.attrSet("id", anchor)
             level = int(tok.tag[1])
             line = (tok.map[0] + 1) if tok.map else 1
-            sections.append(Section(len(sections), level, heading, anchor, line, ""))
+            sections.append(Section(len(sections), level, title, anchor, line, ""))
             texts.append([])
-            toc.append({"level": level, "heading": heading, "anchor": anchor})
+            toc.append({"level": level, "heading": title, "anchor": anchor})
         elif tok.type == "inline" and not (i > 0 and tokens[i - 1].type == "heading_open"):
             texts[-1].append(_inline_text(tok))
         elif tok.type in ("fence", "code_block"):
@@ -119,5 +152,5 @@ def render(body: str, fence: FenceRenderer | None = None) -> Rendered:
     if not sections[0].text and len(sections) > 1:
         sections.pop(0)
 
-    html_out = md.renderer.render(tokens, md.options, {"fence": fence, "fence_count": 0})
+    html_out = md.renderer.render(tokens, md.options, {"fence": fence, "fence_count": 0, "link": link, "heading": heading})
     return Rendered(html=html_out, sections=sections, toc=toc)

@@ -1,8 +1,9 @@
 """A page body as the browser shows it: highlighted code, snippet anchors, page links.
 
 The body is rendered by `app.index.markdown.render` (raw HTML escaped, unsafe URLs
-refused) with a fence hook that highlights the code with Pygments and wraps it
-in a `<figure id="snippet-N">`. The result depends only on the page's content
+refused) with markdown-it render hooks: fences are highlighted with Pygments and
+wrapped in a `<figure id="snippet-N">`, links to other pages become /pages/ URLs,
+headings go one level down and end in a permalink. The result depends only on the page's content
 and the set of pages it can link to, so it is cached; the evidence next to each
 block changes independently and is filled in per request: the cached body is a
 list of HTML chunks, each followed by the snippet whose evidence goes there.
@@ -29,8 +30,6 @@ from app.schemas import SnippetPublic
 MAX_HIGHLIGHT_CHARS = 200_000  # longer blocks are shown plain
 LEXER_NAMES = {"cu": "cuda", "c++": "cpp", "py": "python", "sh": "bash", "shell": "bash"}
 _FORMATTER = HtmlFormatter(nowrap=True)
-_LINK = re.compile(r'<a href="([^"]*)"')
-_HEADING = re.compile(r'<h([1-6]) id="([^"]+)">(.*?)</h\1>', re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -101,25 +100,9 @@ def link_target(href: str, page_path: str, ids: set[str], paths: dict[str, str])
     return None
 
 
-def _rewrite_links(body: str, page_path: str, ids: set[str], paths: dict[str, str]) -> str:
-    def repl(m: re.Match[str]) -> str:
-        url = link_target(m.group(1), page_path, ids, paths)
-        return m.group(0) if url is None else f'<a href="{html.escape(url)}"'
-
-    return _LINK.sub(repl, body)
-
-
-def _anchor_headings(body: str) -> str:
-    """Give every heading a permalink, one level down: the page title is the view's only <h1>."""
-
-    def repl(m: re.Match[str]) -> str:
-        level, anchor, inner = m.groups()
-        level = str(min(int(level) + 1, 6))
-        return (
-            f'<h{level} id="{anchor}">{inner}<a class="anchor" href="#{anchor}" aria-hidden="true" tabindex="-1">#</a></h{level}>'
-        )
-
-    return _HEADING.sub(repl, body)
+def heading_permalink(level: int, anchor: str) -> tuple[int, str]:
+    """Every heading one level down (the page title is the view's only <h1>), with a permalink at its end."""
+    return min(level + 1, 6), f'<a class="anchor" href="#{anchor}" aria-hidden="true" tabindex="-1">#</a>'
 
 
 def render_body(
@@ -138,8 +121,10 @@ def render_body(
         line = body_line + (token.map[0] if token.map else 0)
         return _figure(token, by_line.get(line), cache)
 
-    out = render(body, fence=fence).html
-    out = _anchor_headings(_rewrite_links(out, page_path, ids, paths))
+    def link(href: str) -> str | None:
+        return link_target(href, page_path, ids, paths)
+
+    out = render(body, fence=fence, link=link, heading=heading_permalink).html
     segments: list[Segment] = []
     parts = out.split("\x00")
     # parts: html, "evidence:ID", html, "evidence:ID", ..., html
