@@ -170,6 +170,7 @@ def test_the_build_stage_builds_the_wheel_both_images_install_without_an_index(t
     assert [p.name for p in dist.iterdir()] == [wheel.name], "the build stage must leave exactly the wheel the images install"
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"app/templates/page.html", "app/index/migrations/env.py", "runner/compile.py", "snippets/build.py"} <= names
+    assert {"app/static/swagger/swagger-ui-bundle.js", "app/static/swagger/swagger-ui.css", "app/static/swagger/LICENSE"} <= names
 
     for stage in ("service", "runner"):
         install = next(r for w, r in s[stage] if w == "RUN" and "/dist" in r)

@@ -4,8 +4,7 @@ FastAPI's self-hosted docs recipe: the default `/docs` loads Swagger UI from a
 CDN; here its JavaScript and CSS come from `/docs/assets/` and its start-up
 script from `/docs/init.js`, so the page needs no inline script and nothing
 from another host. The files are Swagger UI 5 (Apache-2.0; 5.x reads the
-OpenAPI 3.1 that FastAPI writes, 4.x does not) as the `fastapi-offline`
-package ships them; only its static folder is used.
+OpenAPI 3.1 that FastAPI writes, 4.x does not), vendored in app/static/swagger/.
 """
 
 from __future__ import annotations
@@ -51,10 +50,11 @@ PAGE = """<!doctype html>
 
 
 def assets_folder() -> str:
-    """The Swagger UI 5 files shipped by the `fastapi-offline` package (swagger-ui-bundle.js, swagger-ui.css)."""
+    """The Swagger UI 5 files vendored in app/static/swagger (swagger-ui-bundle.js, swagger-ui.css; its README and
+    LICENSE say which release, and how to update it)."""
     from importlib.resources import files
 
-    return str(files("fastapi_offline") / "static")
+    return str(files("app") / "static" / "swagger")
 
 
 def install(app: FastAPI) -> None:

@@ -23,9 +23,9 @@ ErrorRenderer = Callable[[Request, int, Any], Response]
 
 
 def _asset_version() -> str:
-    """A short hash of the static files, so a changed asset gets a new URL."""
+    """A short hash of the static files, so a changed asset gets a new URL (static/swagger/ is /docs's own)."""
     digest = hashlib.sha256()
-    for path in sorted(STATIC.glob("*")):
+    for path in sorted(p for p in STATIC.glob("*") if p.is_file()):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:10]
 
