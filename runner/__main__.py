@@ -20,8 +20,9 @@ from pathlib import Path
 from runner.cache import DEFAULT_CACHE_DIR
 from runner.report import print_summary, progress_bar
 from runner.sandbox import SandboxUnavailable
-from runner.settings import ISOLATION_BWRAP, ISOLATION_CHOICES, ISOLATION_UNSHARE
+from runner.settings import ISOLATION_BWRAP, ISOLATION_UNSHARE
 from runner.verify import load_snippets, verify
+from runner.verify_options import add_verify_options
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,22 +30,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     v = sub.add_parser("verify", help="compile, check and run the wiki's snippets")
     v.add_argument("--wiki", default="wiki", help="folder of pages (default: wiki)")
-    v.add_argument("--report", help="write the evidence records to this JSONL file")
-    v.add_argument("--page", action="append", default=[], metavar="ID", help="only this page (repeatable)")
-    v.add_argument("--target", action="append", default=[], metavar="SM", help="only this target, e.g. sm_90a (repeatable)")
-    v.add_argument("--jobs", type=int, default=2, help="parallel builds (default 2)")
-    v.add_argument("--no-cache", action="store_true", help="ignore cached results")
-    v.add_argument("--compile-only", action="store_true", help="build programs but do not run them")
+    add_verify_options(v)  # the options `kernelwiki verify` shares (runner/verify_options.py)
     v.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR), help=f"result cache (default {DEFAULT_CACHE_DIR})")
     v.add_argument("--nvcc", help="nvcc to use (default: KERNELWIKI_NVCC, then PATH)")
     v.add_argument("--json", action="store_true", help="print the whole report as JSON instead of a table")
-    v.add_argument(
-        "--isolation",
-        choices=ISOLATION_CHOICES,
-        default=None,
-        help="sandbox of compiles and runs (default: KERNELWIKI_ISOLATION, else bwrap); "
-        "unshare-net and none accept weaker isolation explicitly",
-    )
     d = sub.add_parser("doctor", help="show the tools, GPUs and isolation found on this machine")
     d.add_argument("--nvcc")
     s = sub.add_parser("snippets", help="print the extracted snippets as JSON lines")

@@ -15,8 +15,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from app.cli.options import DbOpt, IsolationOpt, WikiOpt, evidence_option
+from app.cli.options import DbOpt, WikiOpt, evidence_option, verify_option
 from app.settings import Settings
+from runner.verify_options import VERIFY_OPTIONS
 
 if TYPE_CHECKING:
     from app.store import Store
@@ -269,14 +270,14 @@ def search(
 def verify(
     wiki: WikiOpt = None,
     db: DbOpt = None,
-    page: Annotated[list[str] | None, typer.Option("--page", help="only this page id (repeatable)")] = None,
-    target: Annotated[list[str] | None, typer.Option("--target", help="only this target, e.g. sm_90a (repeatable)")] = None,
-    jobs: Annotated[int, typer.Option(help="parallel builds")] = 2,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="ignore cached results")] = False,
-    compile_only: Annotated[bool, typer.Option("--compile-only", help="build programs but do not run them")] = False,
-    report: Annotated[Path | None, typer.Option("--report", help="also write the evidence records to this JSONL file")] = None,
+    page: Annotated[list[str] | None, verify_option("--page")] = None,
+    target: Annotated[list[str] | None, verify_option("--target")] = None,
+    jobs: Annotated[int, verify_option("--jobs")] = VERIFY_OPTIONS["--jobs"].default,
+    no_cache: Annotated[bool, verify_option("--no-cache")] = False,
+    compile_only: Annotated[bool, verify_option("--compile-only")] = False,
+    report: Annotated[Path | None, verify_option("--report")] = None,
     store_evidence: Annotated[bool, typer.Option("--store/--no-store", help="record the evidence in the index")] = True,
-    isolation: IsolationOpt = None,
+    isolation: Annotated[str | None, verify_option("--isolation")] = None,
     toolchain: Annotated[
         str | None, typer.Option("--toolchain", help="an installed CUDA release (13.1; `kernelwiki toolchains list`)")
     ] = None,

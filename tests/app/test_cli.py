@@ -59,3 +59,18 @@ def test_queue_commands_without_the_pg_extra_say_how_to_install_it(command: list
     assert "Traceback" not in done.stderr and "ModuleNotFoundError" not in done.stderr
     assert "pip install 'kernelwiki[pg]'" in done.stderr
     assert f"kernelwiki {command[0]}: " in done.stderr
+
+
+def test_both_verify_command_lines_take_the_shared_options_with_the_same_help() -> None:
+    from runner.verify_options import VERIFY_OPTIONS
+
+    ours = " ".join(help_text("verify").split())
+    done = subprocess.run(
+        [sys.executable, "-m", "runner", "verify", "--help"], capture_output=True, text=True, env=WIDE, timeout=60
+    )
+    runners = " ".join(done.stdout.split())
+    for option in VERIFY_OPTIONS.values():
+        for text in (ours, runners):
+            assert option.flag in text and option.help in text, (option.flag, text)
+        if option.env:
+            assert f"env var: {option.env}" in ours and f"[env {option.env}]" in runners
