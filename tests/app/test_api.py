@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.app.test_search import HOSTILE
+from tests.app.hostile_input import HOSTILE
 
 
 def test_search_answers_with_the_documented_shape(live) -> None:

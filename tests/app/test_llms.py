@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import yaml
 
-from tests.app.test_search import HOSTILE
+from tests.app.hostile_input import HOSTILE
 
 LINK = re.compile(r"^- \[(?P<title>[^\]]+)\]\((?P<url>[^)]+)\): (?P<description>.+)$")
 

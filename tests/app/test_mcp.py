@@ -18,7 +18,7 @@ from app.agents.mcp_server import build_server
 from app.main import create_app
 from app.settings import Settings
 from tests.app.agent_fixtures import agent_records, prepared_store, write_agent_page
-from tests.app.test_search import HOSTILE
+from tests.app.hostile_input import HOSTILE
 from tests.conftest import FIXTURE_WIKI, LiveServer
 
 TOOLS = {"search", "get_page", "get_snippet_evidence", "resolve", "get_sass"}  # get_sass: issue 24
