@@ -352,6 +352,34 @@ def test_several_workers_serve_read_only_and_still_take_posted_evidence(site: Pa
         assert server.stop() < 5
 
 
+def _receive_queue(server_port: int, client_port: int) -> int | None:
+    """Bytes the server has not yet read from this client's connection (/proc/net/tcp); None: no such connection."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote, queues = fields[1], fields[2], fields[4]
+        if int(local.rsplit(":", 1)[1], 16) == server_port and int(remote.rsplit(":", 1)[1], 16) == client_port:
+            return int(queues.split(":")[1], 16)
+    return None
+
+
+def wait_in_flight(server_port: int, client: socket.socket, timeout: float = 15) -> None:
+    """Poll until the server has read everything `client` sent and has not answered: its request is in flight."""
+    client_port = client.getsockname()[1]
+    deadline = time.monotonic() + timeout
+    while _receive_queue(server_port, client_port) != 0:
+        assert time.monotonic() < deadline, f"the server did not read the request within {timeout}s"
+        time.sleep(0.01)
+    timeout_before = client.gettimeout()
+    client.setblocking(False)
+    try:
+        answer = client.recv(200, socket.MSG_PEEK)
+    except BlockingIOError:
+        return
+    finally:
+        client.settimeout(timeout_before)
+    raise AssertionError(f"answered instead of staying in flight: {answer!r}")
+
+
 def test_it_stops_within_5s_while_a_request_is_still_running(served: Served) -> None:
     served.wait_ok()
     with socket.create_connection(("127.0.0.1", served.port), timeout=10) as slow:
@@ -361,7 +389,7 @@ def test_it_stops_within_5s_while_a_request_is_still_running(served: Served) -> 
             + TOKEN.encode()
             + b"\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n["
         )
-        time.sleep(0.3)
+        wait_in_flight(served.port, slow)
         took = served.stop()
     assert served.proc.returncode is not None and took < 5, took
 
@@ -392,7 +420,7 @@ def test_it_stops_within_5s_while_a_request_waits_on_a_locked_index(served: Serv
                 + b"\r\n\r\n"
                 + body
             )
-            time.sleep(1.0)  # the insert is now waiting on the lock
+            wait_in_flight(served.port, sock)  # read whole by the server, unanswered: the insert waits on the lock
             took = served.stop()
     finally:
         lock.rollback()

@@ -139,7 +139,9 @@ def test_injection_attempts_run_no_script(server: Any, page: Any) -> None:
     page.locator("a.node[data-id=evil]").focus()  # the graph's node for the page, its title in an aria-label
     page.keyboard.press("Enter")
     page.wait_for_url("**/pages/evil")
-    page.wait_for_timeout(300)
+    page.wait_for_load_state("load")  # every script of the page has run …
+    page.wait_for_load_state("networkidle")  # … and nothing it started is still loading
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => setTimeout(done, 0)))")  # queued tasks ran too
     assert dialogs == [] and page.evaluate("typeof window.__pwned") == "undefined"
     assert page.external == []
 
