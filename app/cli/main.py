@@ -121,7 +121,7 @@ def lint(
     for page in wiki_data.pages.values():
         found, problems = extract_snippets(page.id, page.path, page.body, page.body_line, page.architectures)
         snippets_by_page[page.id] = found
-        diags += [p for p in problems]
+        diags += problems
     records, unreadable = read_evidence(settings.evidence)
     diags += lint_claims(wiki_data.pages.values(), snippets_by_page, records)
     diags += lint_reproducibility(wiki_data.pages.values(), snippets_by_page, records)

@@ -87,13 +87,12 @@ def test_a_status_filter_honours_the_target_argument(bundled: Store) -> None:
     with bundled.engine.connect() as conn:
         every = bundled.evidence.snippets_with_evidence(conn)
     partial = [s for s in every if s.status == "partial"]
-    if not partial:
-        pytest.skip("no partly verified snippet in the bundled evidence")
+    assert partial, "the bundled evidence has no partly verified snippet: this test needs one"
     s = partial[0]
     verified = next(t for t, st in s.target_status.items() if st == "pass")
     from app.evidence.store import snippet_status
 
-    assert snippet_status(s.mode, s.evidence, [verified], sass=False) in ("pass", "unknown")  # unknown: declared SASS checks
+    assert snippet_status(s.mode, s.evidence, [verified], sass=False) == "pass"  # fewer needed steps than the real judgement
     assert snippet_status(s.mode, s.evidence, s.targets) == "partial"
 
 
@@ -110,7 +109,6 @@ def test_the_setmaxnreg_ptxas_warning_is_next_to_the_result_in_the_api(bundled: 
     assert any("C7504" in w and "setmaxnreg" in w for w in first["warnings"])
     compile_records = [r for recs in first["evidence"].values() for r in recs if r["step"] == "compile"]
     assert compile_records and all(any("C7504" in w for w in r["warnings"]) for r in compile_records)
-    rows = listing["snippets"] if isinstance(listing, dict) else listing
-    assert any("C7504" in w for s in rows if s["id"] == "hw-setmaxnreg:1" for w in s["warnings"])
+    assert any("C7504" in w for s in listing["snippets"] if s["id"] == "hw-setmaxnreg:1" for w in s["warnings"])
     assert "C7504" in html and "st-warning" in html
     assert page["evidence_text"] and "sm_100a" in page["evidence_text"]
