@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -129,3 +130,15 @@ class RunnerSettings:
                 except ValueError as exc:
                     raise ValueError(f"{name}={v!r}: {exc}") from None
         return replace(base, **values)  # type: ignore[arg-type]
+
+
+_settings_lock = threading.Lock()
+_settings: list[RunnerSettings] = []
+
+
+def runner_settings() -> RunnerSettings:
+    """The settings read from the environment, once per process (what a call without `settings=` uses)."""
+    with _settings_lock:
+        if not _settings:
+            _settings.append(RunnerSettings.from_env())
+        return _settings[0]

@@ -107,11 +107,11 @@ def test_the_worker_refuses_without_its_sandbox_and_passes_the_isolation_setting
 ) -> None:
     from app.queue.job import runner_verify
     from app.queue.target_check import check_sandbox
-    from runner import sandbox
+    from runner import sandbox, settings
     from runner.settings import RunnerSettings
     from snippets import extract_snippets
 
-    monkeypatch.setattr(sandbox, "_settings", [RunnerSettings(bwrap=str(tmp_path / "no-bwrap"))])
+    monkeypatch.setattr(settings, "_settings", [RunnerSettings(bwrap=str(tmp_path / "no-bwrap"))])
     with pytest.raises(WorkerRefused, match="apt-get install bubblewrap"):
         check_sandbox(None)
     assert check_sandbox("none") == "none"

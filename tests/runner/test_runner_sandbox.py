@@ -241,13 +241,13 @@ def test_a_gpu_run_joins_the_groups_of_device_nodes_closed_to_others(tmp_path: P
     """GPU device nodes of mode 0660 (group video): the sandbox's own user id must still open them."""
     if isolation_problem(ISOLATION_BWRAP) or os.geteuid() != 0:
         pytest.skip("needs bubblewrap and a root runner (only then does the sandbox get a user id of its own)")
-    from runner import sandbox
+    from runner.sandbox import wrapper
 
     node = tmp_path / "nvidia-kw-test"
     node.write_text("device\n")
     os.chown(node, 0, 44)
     node.chmod(0o660)
-    monkeypatch.setattr(sandbox, "GPU_DEVICE_GLOBS", (str(node),))
+    monkeypatch.setattr(wrapper, "GPU_DEVICE_GLOBS", (str(node),))
     work = tmp_path / "work"
     work.mkdir()
     res = run_process(["sh", "-c", f"id -G; cat {node}"], work, 20, isolation=ISOLATION_BWRAP, gpu=True)

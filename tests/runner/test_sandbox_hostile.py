@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from runner import sandbox
+import runner.settings
 from runner.cgroup import cgroup_parent
 from runner.evidence import read_jsonl
 from runner.sandbox import (
@@ -480,7 +480,7 @@ def _cgroup_required(monkeypatch: pytest.MonkeyPatch | None = None) -> RunnerSet
         pytest.skip(f"no writable cgroup v2 with memory and pids here: {problem}")
     settings = replace(runner_settings(), cgroup=CGROUP_REQUIRE)
     if monkeypatch is not None:  # for verify(), which reads the process-wide settings
-        monkeypatch.setattr(sandbox, "_settings", [settings])
+        monkeypatch.setattr(runner.settings, "_settings", [settings])
     return settings
 
 
