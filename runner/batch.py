@@ -42,7 +42,8 @@ from runner.compile import (
     gencode,
     snippet_nvcc_flags,
 )
-from runner.sandbox import COMPILE_LIMITS, CapturedOutput, ProcessResult, new_workdir, remove_workdir, run_process
+from runner.output import CapturedOutput
+from runner.sandbox import COMPILE_LIMITS, ProcessResult, new_workdir, remove_workdir, run_process
 from runner.toolchain import Toolchain
 from snippets.build import build_translation_unit
 from snippets.snippet import Snippet

@@ -47,6 +47,7 @@ from typing import Protocol
 from runner import diagnostics as dx
 from runner.coverage import regex_checks, unassembled_asm
 from runner.outcome import StepOutcome, outcome_from_process
+from runner.output import shorten
 from runner.resources import parse_ptxas_resources
 from runner.sandbox import (
     COMPILE_LIMITS,
@@ -55,7 +56,6 @@ from runner.sandbox import (
     paths_outside_sandbox,
     remove_workdir,
     run_process,
-    shorten,
 )
 from runner.toolchain import Toolchain
 from snippets.build import SEGMENT_SNIPPET, TranslationUnit, build_translation_unit, is_complete_ptx_module

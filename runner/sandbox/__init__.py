@@ -38,10 +38,10 @@ One module per job:
 Output capping lives in runner/output.py (the service uses it too).
 """
 
-from runner.output import OUTPUT_HEAD_BYTES, OUTPUT_TAIL_BYTES, CapturedOutput, OutputCap, shorten
 from runner.sandbox.diagnosis import resource_limit_hit
 from runner.sandbox.environment import ENV_ALLOWED, ENV_ALLOWED_PREFIXES, SECRET_NAME, sandbox_environment
-from runner.sandbox.isolation import INSTALL_HINT, SandboxUnavailable, detect_isolation, isolation_problem
+from runner.sandbox.errors import SandboxUnavailable
+from runner.sandbox.isolation import INSTALL_HINT, detect_isolation, isolation_problem
 from runner.sandbox.leaks import paths_outside_sandbox
 from runner.sandbox.limits import (
     COMPILE_CPU_SECONDS,
@@ -78,18 +78,14 @@ __all__ = [
     "ISOLATION_BWRAP",
     "ISOLATION_NONE",
     "ISOLATION_UNSHARE",
-    "OUTPUT_HEAD_BYTES",
-    "OUTPUT_TAIL_BYTES",
     "SANDBOX_SHM_BYTES",
     "SANDBOX_TMP_BYTES",
     "SECRET_NAME",
     "SNIPPET_FOLDER_BYTES",
     "WORKER_CGROUP_DEFAULT",
-    "CapturedOutput",
     "GiB",
     "Limits",
     "MiB",
-    "OutputCap",
     "ProcessResult",
     "SandboxUnavailable",
     "cgroup_problem",
@@ -109,6 +105,5 @@ __all__ = [
     "runner_settings",
     "sandbox_environment",
     "sandbox_roots",
-    "shorten",
     "sweep_stale_workdirs",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import signal
 
-from runner.sandbox.limits import Limits, _size
+from runner.sandbox.limits import Limits, format_size
 from runner.sandbox.process import ProcessResult
 from runner.settings import GiB, MiB
 
@@ -36,7 +36,7 @@ def resource_limit_hit(res: ProcessResult, limits: Limits) -> str | None:
     group = res.cgroup
     if group is not None and group.oom_kills:
         return (
-            f"host memory limit (cgroup memory.max {_size(group.memory_max)}) reached: "
+            f"host memory limit (cgroup memory.max {format_size(group.memory_max)}) reached: "
             f"the kernel killed {group.oom_kills} process(es) of it"
         )
     if res.signal == signal.SIGXFSZ or res.exit_code == 128 + signal.SIGXFSZ or "File size limit exceeded" in res.output:

@@ -11,7 +11,8 @@ import threading
 from pathlib import Path
 
 from runner.sandbox.environment import sandbox_environment
-from runner.sandbox.wrapper import _bwrap_prefix, _unshare_prefix, find_bwrap
+from runner.sandbox.errors import SandboxUnavailable
+from runner.sandbox.wrapper import bwrap_prefix, find_bwrap, unshare_prefix
 from runner.seccomp import SeccompUnsupported, filter_fd
 from runner.settings import (
     ISOLATION_AUTO,
@@ -33,10 +34,6 @@ INSTALL_HINT = (
     "to accept weaker isolation explicitly, pass `--isolation unshare-net` or `--isolation none` "
     "(setting KERNELWIKI_ISOLATION)"
 )
-
-
-class SandboxUnavailable(RuntimeError):
-    """The isolation asked for cannot be used on this machine; nothing was run."""
 
 
 def _probe(argv: list[str], cwd: Path, pass_fds: tuple[int, ...] = ()) -> str | None:
@@ -92,14 +89,14 @@ def isolation_problem(level: str, settings: RunnerSettings | None = None) -> str
                         failed: str | None = f"no seccomp filter: {exc}"
                     else:
                         try:
-                            prefix = _bwrap_prefix(bwrap, probe_dir, settings, None, False, seccomp_fd=seccomp)
+                            prefix = bwrap_prefix(bwrap, probe_dir, settings, None, False, seccomp_fd=seccomp)
                             failed = _probe(prefix + check, probe_dir, (seccomp,))
                         finally:
                             os.close(seccomp)
                     problem = f"{bwrap} cannot create a sandbox here ({failed}); {INSTALL_HINT}" if failed else None
             elif level == ISOLATION_UNSHARE:
                 unshare = shutil.which("unshare")
-                failed = _probe(_unshare_prefix(unshare) + check, probe_dir) if unshare else "no `unshare` on PATH"
+                failed = _probe(unshare_prefix(unshare) + check, probe_dir) if unshare else "no `unshare` on PATH"
                 problem = f"unshare cannot create network and pid namespaces here ({failed})" if failed else None
             else:
                 problem = f"unknown isolation {level!r}"

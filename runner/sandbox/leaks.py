@@ -6,7 +6,7 @@ import os
 import re
 from pathlib import Path
 
-from runner.sandbox.wrapper import _under, sandbox_roots
+from runner.sandbox.wrapper import is_under, sandbox_roots
 from runner.settings import RunnerSettings
 
 _INCLUDE_ERROR = re.compile(
@@ -26,6 +26,6 @@ def paths_outside_sandbox(output: str, workdir: Path | str, settings: RunnerSett
         if not name or name in found:
             continue
         resolved = os.path.normpath(os.path.join(work, name))
-        if (os.path.isabs(name) or ".." in Path(name).parts) and not _under(resolved, roots):
+        if (os.path.isabs(name) or ".." in Path(name).parts) and not is_under(resolved, roots):
             found.append(name)
     return found

@@ -62,7 +62,7 @@ def cgroup_problem(settings: RunnerSettings | None = None) -> str | None:
     )
 
 
-def _command_cgroup(settings: RunnerSettings, limits: Limits) -> tuple[RunCgroup | None, int, str]:
+def command_cgroup(settings: RunnerSettings, limits: Limits) -> tuple[RunCgroup | None, int, str]:
     """A cgroup v2 of the command's own with its memory and pids limits, and a descriptor of its
     cgroup.procs for the launcher; or (None, -1, why not)."""
     if settings.cgroup == CGROUP_OFF:
@@ -84,7 +84,7 @@ def _command_cgroup(settings: RunnerSettings, limits: Limits) -> tuple[RunCgroup
         return None, -1, f"cannot open {group.path}/cgroup.procs: {exc.strerror}"
 
 
-def _size(n: int) -> str:
+def format_size(n: int) -> str:
     return f"{n / GiB:g} GiB" if n >= GiB else f"{n / MiB:g} MiB" if n >= MiB else f"{n} bytes"
 
 
@@ -93,17 +93,17 @@ def describe_limits(limits: Limits, cgroup: CgroupUsage | None, why_not: str = "
     resource limits (always set, the fallback and a second line)."""
     rlimits = []
     if limits.data_bytes:
-        rlimits.append(f"RLIMIT_DATA {_size(limits.data_bytes)}")
+        rlimits.append(f"RLIMIT_DATA {format_size(limits.data_bytes)}")
     if limits.address_space_bytes:
-        rlimits.append(f"RLIMIT_AS {_size(limits.address_space_bytes)}")
+        rlimits.append(f"RLIMIT_AS {format_size(limits.address_space_bytes)}")
     rlimits += [
         f"RLIMIT_NPROC {limits.processes}",
         f"RLIMIT_NOFILE {limits.open_files}",
-        f"RLIMIT_FSIZE {_size(limits.file_size_bytes)}",
+        f"RLIMIT_FSIZE {format_size(limits.file_size_bytes)}",
     ]
     if limits.cpu_seconds:
         rlimits.append(f"RLIMIT_CPU {limits.cpu_seconds} s")
     if cgroup is not None:
         swap = " (no swap)" if cgroup.no_swap else ""
-        return f"cgroup v2 memory.max {_size(cgroup.memory_max)}{swap}, pids.max {cgroup.pids_max}; " + ", ".join(rlimits)
+        return f"cgroup v2 memory.max {format_size(cgroup.memory_max)}{swap}, pids.max {cgroup.pids_max}; " + ", ".join(rlimits)
     return ", ".join(rlimits) + (f"; cgroup v2 not used: {why_not}" if why_not else "")

@@ -22,10 +22,11 @@ from pathlib import Path
 from runner.cgroup import CgroupUsage
 from runner.output import OUTPUT_HEAD_BYTES, OUTPUT_TAIL_BYTES, CapturedOutput, OutputCap
 from runner.sandbox.environment import sandbox_environment
-from runner.sandbox.isolation import SandboxUnavailable, detect_isolation
-from runner.sandbox.limits import COMPILE_LIMITS, Limits, _command_cgroup, describe_limits
-from runner.sandbox.uids import _chown_tree, _give_uid, _take_uid
-from runner.sandbox.wrapper import LAUNCHER, LAUNCHER_IN_SANDBOX, _device_groups, _is_root, _under, isolation_prefix
+from runner.sandbox.errors import SandboxUnavailable
+from runner.sandbox.isolation import detect_isolation
+from runner.sandbox.limits import COMPILE_LIMITS, Limits, command_cgroup, describe_limits
+from runner.sandbox.uids import chown_tree, give_uid, runner_is_root, take_uid
+from runner.sandbox.wrapper import LAUNCHER, LAUNCHER_IN_SANDBOX, device_groups, is_under, isolation_prefix
 from runner.seccomp import SeccompUnsupported, filter_fd
 from runner.settings import CGROUP_REQUIRE, ISOLATION_BWRAP, ISOLATION_NONE, MiB, RunnerSettings, runner_settings
 
@@ -119,43 +120,21 @@ def run_process(
     try:
         level = detect_isolation(isolation, settings)
     except (SandboxUnavailable, ValueError) as exc:
-        return ProcessResult(list(argv), None, None, False, 0.0, isolation=ISOLATION_NONE, error=f"not run: {exc}")
-    tool = argv[0] if argv and os.path.isabs(argv[0]) and not _under(argv[0], [str(workdir)]) else None
+        return _not_run(argv, ISOLATION_NONE, str(exc))
+    tool = argv[0] if argv and os.path.isabs(argv[0]) and not is_under(argv[0], [str(workdir)]) else None
     seccomp_fd = -1
     if level == ISOLATION_BWRAP:
         try:
             seccomp_fd = filter_fd()
         except (SeccompUnsupported, OSError) as exc:
-            return ProcessResult(list(argv), None, None, False, 0.0, isolation=level, error=f"not run: seccomp: {exc}")
+            return _not_run(argv, level, f"seccomp: {exc}")
     wrapper = isolation_prefix(level, workdir, settings, tool, gpu, tuple(protect), seccomp_fd)
     if level != ISOLATION_NONE and not wrapper:
         _close_fds(seccomp_fd)
-        return ProcessResult(list(argv), None, None, False, 0.0, isolation=ISOLATION_NONE, error=f"not run: {level} vanished")
+        return _not_run(argv, ISOLATION_NONE, f"{level} vanished")
     env = sandbox_environment(workdir, extra_env, passthrough=settings.extra_env)
     status_r, status_w = os.pipe()
-    launcher_path = LAUNCHER_IN_SANDBOX if level == ISOLATION_BWRAP else str(LAUNCHER)
-    launcher = [
-        sys.executable,
-        "-I",
-        "-S",
-        launcher_path,
-        "--status-fd",
-        str(status_w),
-        "--timeout",
-        str(timeout_s),
-        "--fsize",
-        str(limits.file_size_bytes),
-        "--nofile",
-        str(limits.open_files),
-        "--nproc",
-        str(limits.processes),
-    ]
-    if limits.address_space_bytes:
-        launcher += ["--as", str(limits.address_space_bytes)]
-    if limits.data_bytes:
-        launcher += ["--data", str(limits.data_bytes)]
-    if limits.cpu_seconds:
-        launcher += ["--cpu", str(limits.cpu_seconds)]
+    launcher = launcher_argv(LAUNCHER_IN_SANDBOX if level == ISOLATION_BWRAP else str(LAUNCHER), status_w, timeout_s, limits)
     collect_r = collect_w = -1
     if collect:
         collect_r, collect_w = os.pipe()
@@ -163,34 +142,26 @@ def run_process(
         for pattern in collect:
             launcher += ["--collect", pattern]
     uid: int | None = None
-    if level == ISOLATION_BWRAP and _is_root():
+    if level == ISOLATION_BWRAP and runner_is_root():
         # Root is exempt from RLIMIT_NPROC: the command runs as a user id of its own, which owns its folder.
         try:
-            uid = _take_uid(settings)
-            _chown_tree(workdir, uid)
+            uid = take_uid(settings)
+            chown_tree(workdir, uid)
         except (SandboxUnavailable, OSError) as exc:
             if uid is not None:
-                _give_uid(uid)
+                give_uid(uid)
             _close_fds(status_r, status_w, collect_r, collect_w, seccomp_fd)
-            return ProcessResult(list(argv), None, None, False, 0.0, isolation=level, error=f"not run: {exc}")
+            return _not_run(argv, level, str(exc))
         launcher += ["--uid", str(uid)]
-        groups = _device_groups() if gpu else []
+        groups = device_groups() if gpu else []
         if groups:
             launcher += ["--groups", ",".join(str(g) for g in groups)]
-    group, procs_fd, why_not = _command_cgroup(settings, limits)
+    group, procs_fd, why_not = command_cgroup(settings, limits)
     if group is None and settings.cgroup == CGROUP_REQUIRE:
         if uid is not None:
-            _give_uid(uid)
+            give_uid(uid)
         _close_fds(status_r, status_w, collect_r, collect_w, seccomp_fd)
-        return ProcessResult(
-            list(argv),
-            None,
-            None,
-            False,
-            0.0,
-            isolation=level,
-            error=f"not run: cgroup v2 limits are required (KERNELWIKI_CGROUP=require) but {why_not}",
-        )
+        return _not_run(argv, level, f"cgroup v2 limits are required (KERNELWIKI_CGROUP=require) but {why_not}")
     if group is not None:
         launcher += ["--cgroup-fd", str(procs_fd), "--cgroup-required", "1" if settings.cgroup == CGROUP_REQUIRE else "0"]
     # The launcher runs inside the wrapper: under a pid namespace it is the namespace's first process, so
@@ -218,7 +189,7 @@ def run_process(
         )
     finally:
         if uid is not None:
-            _give_uid(uid)
+            give_uid(uid)
         usage = None
         if group is not None:
             usage = group.usage()  # before removal: which limit it ran into
@@ -229,6 +200,24 @@ def run_process(
         why_not = joined or "the launcher did not say whether the command joined its cgroup"
     result.limits_in_force = describe_limits(limits, result.cgroup, why_not)
     return result
+
+
+def launcher_argv(path: str, status_fd: int, timeout_s: float, limits: Limits) -> list[str]:
+    """The launcher's command line (runner/launch.py at `path`) for a command under `limits`, reporting on `status_fd`."""
+    argv = [sys.executable, "-I", "-S", path, "--status-fd", str(status_fd), "--timeout", str(timeout_s)]
+    argv += ["--fsize", str(limits.file_size_bytes), "--nofile", str(limits.open_files), "--nproc", str(limits.processes)]
+    if limits.address_space_bytes:
+        argv += ["--as", str(limits.address_space_bytes)]
+    if limits.data_bytes:
+        argv += ["--data", str(limits.data_bytes)]
+    if limits.cpu_seconds:
+        argv += ["--cpu", str(limits.cpu_seconds)]
+    return argv
+
+
+def _not_run(argv: list[str], isolation: str, why: str) -> ProcessResult:
+    """The result of a command that was never started, and why (an infrastructure problem, not its failure)."""
+    return ProcessResult(list(argv), None, None, False, 0.0, isolation=isolation, error=f"not run: {why}")
 
 
 def _close_fds(*fds: int) -> None:

@@ -9,7 +9,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from runner.sandbox.wrapper import _is_root
+from runner.sandbox.uids import runner_is_root
 from runner.settings import GiB
 
 SNIPPET_FOLDER_BYTES = 1 * GiB
@@ -60,7 +60,7 @@ def new_workdir(prefix: str) -> Path:
     root), so that what a snippet writes there is capped in all, not only per file; else a plain folder. Its name
     carries this process's pid, so that a later runner can remove it when this one was killed."""
     path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
-    if not _is_root():
+    if not runner_is_root():
         return path
     with _mounted_lock:
         first = not _swept

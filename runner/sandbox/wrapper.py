@@ -14,6 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from runner.sandbox.uids import runner_is_root
 from runner.settings import ISOLATION_BWRAP, ISOLATION_UNSHARE, MiB, RunnerSettings, runner_settings
 
 LAUNCHER = Path(__file__).resolve().parent.parent / "launch.py"
@@ -43,11 +44,7 @@ def find_bwrap(settings: RunnerSettings | None = None) -> str | None:
     return shutil.which("bwrap")
 
 
-def _is_root() -> bool:
-    return os.geteuid() == 0
-
-
-def _under(path: str, roots: list[str]) -> bool:
+def is_under(path: str, roots: list[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
@@ -101,19 +98,19 @@ def sandbox_roots(settings: RunnerSettings | None = None, argv0: str | None = No
     settings = settings or runner_settings()
     roots = [p for p in SYSTEM_PATHS if os.path.lexists(p)]
     for extra in _python_roots() + (_tool_roots(argv0) if argv0 else []):
-        if not _under(extra, roots):
+        if not is_under(extra, roots):
             roots.append(extra)
     for lib in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
         real = os.path.realpath(lib) if lib else ""
-        if real and os.path.isdir(real) and not _under(real, roots):
+        if real and os.path.isdir(real) and not is_under(real, roots):
             roots.append(real)
     for extra in settings.extra_binds:
-        if os.path.exists(extra) and not _under(extra, roots):
+        if os.path.exists(extra) and not is_under(extra, roots):
             roots.append(os.path.abspath(extra))
     return roots
 
 
-def _bwrap_prefix(
+def bwrap_prefix(
     bwrap: str,
     workdir: Path,
     settings: RunnerSettings,
@@ -138,7 +135,7 @@ def _bwrap_prefix(
         "--cap-drop",
         "ALL",
     ]
-    if _is_root():
+    if runner_is_root():
         # No user namespace: the launcher keeps only what it needs to drop to the sandbox's own user id
         # (setuid/setgid) and to kill that user's leftovers; the command itself has no capabilities.
         prefix += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_KILL"]
@@ -184,14 +181,14 @@ def _parents(path: str, present: list[str]) -> list[str]:
     parts = Path(path).parts[1:-1]
     for i in range(1, len(parts) + 1):
         folder = "/" + "/".join(parts[:i])
-        if folder + "/." in present or _under(folder, [p for p in present if not p.endswith("/.")]):
+        if folder + "/." in present or is_under(folder, [p for p in present if not p.endswith("/.")]):
             continue
         args += ["--perms", "0755", "--dir", folder]
         present.append(folder + "/.")  # made, not bound: what lies below it still has to be made
     return args
 
 
-def _unshare_prefix(unshare: str) -> list[str]:
+def unshare_prefix(unshare: str) -> list[str]:
     prefix = [unshare, "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
     if os.geteuid() != 0:
         prefix.insert(1, "--map-root-user")
@@ -213,15 +210,15 @@ def isolation_prefix(
     if isolation == ISOLATION_BWRAP:
         bwrap = find_bwrap(settings)
         if bwrap:
-            return _bwrap_prefix(bwrap, workdir, settings, argv0, gpu, protect, seccomp_fd)
+            return bwrap_prefix(bwrap, workdir, settings, argv0, gpu, protect, seccomp_fd)
     if isolation == ISOLATION_UNSHARE:
         unshare = shutil.which("unshare")
         if unshare:
-            return _unshare_prefix(unshare)
+            return unshare_prefix(unshare)
     return []
 
 
-def _device_groups() -> list[int]:
+def device_groups() -> list[int]:
     """Groups that own GPU device nodes not open to everyone (e.g. `video`, mode 0660): the sandbox's user id
     joins them, so that a GPU run works under its own id as it would under root."""
     groups: set[int] = set()

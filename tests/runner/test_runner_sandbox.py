@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from runner.output import OutputCap
 from runner.sandbox import (
     ISOLATION_BWRAP,
     ISOLATION_NONE,
     ISOLATION_UNSHARE,
     Limits,
-    OutputCap,
     SandboxUnavailable,
     detect_isolation,
     isolation_problem,
