@@ -24,17 +24,11 @@ import tempfile
 import threading
 from pathlib import Path
 
-from runner.sandbox import COMPILE_LIMITS, run_process
+from runner.compile import disassembly_step
 from runner.sass import cap, normalize_ptx, normalize_sass
 
 DEFAULT_ARTIFACTS_DIR = Path("evidence/artifacts")
 """Where artifacts are kept unless told otherwise (beside the committed evidence JSONL)."""
-
-DISASM_TIMEOUT_S = 120
-"""Wall-clock limit of one disassembly."""
-
-DISASM_OUTPUT_CAP = 32 * 1024 * 1024
-"""Raw disassembler output read at most (a larger one is reported, not kept)."""
 
 MAX_LISTING_BYTES = 1024 * 1024
 """One normalised listing is cut beyond this."""
@@ -101,16 +95,7 @@ def disassemble(
         env = {"NVDISASM_PATH": str(Path(nvdisasm).parent)}
     else:
         return None, "no disassembler (`kernelwiki toolchains install disasm`, or nvidia-cuda-nvdisasm)"
-    res = run_process(
-        argv,
-        workdir,
-        DISASM_TIMEOUT_S,
-        limits=COMPILE_LIMITS,
-        isolation=isolation,
-        extra_env=env,
-        head_bytes=DISASM_OUTPUT_CAP,
-        tail_bytes=1024,
-    )
+    res = disassembly_step(argv, workdir, isolation, env)
     if res.error or res.timed_out or res.exit_code != 0 or res.stdout.truncated:
         why = res.error or ("timed out" if res.timed_out else "output too large" if res.stdout.truncated else res.output[-300:])
         return None, f"{Path(argv[0]).name} failed: {why}"

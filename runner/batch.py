@@ -29,27 +29,25 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import threading
 from pathlib import Path
 
 from runner.compile import (
     BASE_NVCC_FLAGS,
-    COMPILE_TIMEOUT_S,
     EXECUTABLE,
     PROGRAM_KEEP_DIR,
     PROGRAM_NVCC_FLAGS,
+    compile_step,
     gencode,
     snippet_nvcc_flags,
 )
 from runner.output import CapturedOutput
-from runner.sandbox import COMPILE_LIMITS, ProcessResult, new_workdir, remove_workdir, run_process
+from runner.resources import split_ptxas_report
+from runner.sandbox import ProcessResult, new_workdir, remove_workdir
 from runner.toolchain import Toolchain
 from snippets.build import build_translation_unit
 from snippets.snippet import Snippet
 
-_REPORT_START = re.compile(r"^ptxas info\s*: \d+ bytes gmem")
-_NAMED_TARGET = re.compile(r"for '(sm_\w+)'")
 _KEPT = ("ptx", "cpp1.ii", "cubin")
 """Per-target files nvcc keeps (`snippet.compute_90a.ptx`, …) that a target's build reads."""
 
@@ -57,30 +55,6 @@ _KEPT = ("ptx", "cpp1.ii", "cubin")
 def batchable(snippet: Snippet, targets: list[str]) -> bool:
     """A cuda block that should compile (not compile_fail: its expected failure is judged per target) for ≥ 2 targets."""
     return snippet.lang == "cuda" and snippet.mode in ("compile", "run") and len(set(targets)) >= 2
-
-
-def split_ptxas_report(stderr: str, targets: list[str]) -> dict[str, str] | None:
-    """Each target's own ptxas report; None when the text is anything else or the split is unclear.
-
-    ptxas runs once per target in -gencode order, each report starting with `N bytes gmem`.
-    Any text that is not ptxas's (a front-end or host-compiler warning) makes the
-    attribution ambiguous: None, and each target is built alone.
-    """
-    lines = stderr.splitlines(keepends=True)
-    starts = [i for i, line in enumerate(lines) if _REPORT_START.match(line)]
-    if len(starts) != len(targets):
-        return None
-    if any(line.strip() for line in lines[: starts[0]]):
-        return None  # a front-end message: which target's? build each alone
-    parts: dict[str, str] = {}
-    for target, start, end in zip(targets, starts, [*starts[1:], len(lines)], strict=True):
-        block = lines[start:end]
-        if any(not (line.startswith("ptxas ") or line.startswith(" ") or not line.strip()) for line in block):
-            return None
-        if set(_NAMED_TARGET.findall("".join(block))) - {target}:
-            return None
-        parts[target] = "".join(block)
-    return parts
 
 
 @dataclasses.dataclass
@@ -181,15 +155,7 @@ class TargetBatch:
                 EXECUTABLE,
             ]
         keep.mkdir()
-        res = run_process(
-            argv,
-            workdir,
-            COMPILE_TIMEOUT_S,
-            limits=COMPILE_LIMITS,
-            isolation=self.isolation,
-            collect=(*(f"{keep.name}/*.{suffix}" for suffix in _KEPT), tu.filename),
-            protect=(tu.filename, *tu.companions),
-        )
+        res = compile_step(argv, workdir, tu, self.isolation, collect=tuple(f"{keep.name}/*.{suffix}" for suffix in _KEPT))
         clean = not (res.error or res.timed_out or res.exit_code != 0 or res.truncated or res.stdout.text.strip())
         parts = split_ptxas_report(res.stderr.text, self.targets) if clean else None
         if parts is None:

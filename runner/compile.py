@@ -76,7 +76,7 @@ COMPILE_TIMEOUT_S = 240
 """Wall-clock limit of one nvcc / ptxas / python compile."""
 
 SASS_TIMEOUT_S = 120
-"""Wall-clock limit of one `cuobjdump -sass`."""
+"""Wall-clock limit of one disassembly (`cuobjdump -sass`, `nvdisasm`)."""
 
 SASS_OUTPUT_CAP = 32 * 1024 * 1024
 """SASS is read whole up to this size (a regex over truncated SASS would be meaningless)."""
@@ -142,7 +142,7 @@ def _first_name(res: ProcessResult, suffix: str) -> str | None:
     return next((name for name in sorted(res.artifacts) if name.endswith(suffix)), None)
 
 
-def _compile_step(
+def compile_step(
     argv: list[str], workdir: Path, tu: TranslationUnit, isolation: str | None, collect: tuple[str, ...] = ()
 ) -> ProcessResult:
     """One compile step in the sandbox under the compile limits: the source is bound read-only and handed
@@ -155,6 +155,21 @@ def _compile_step(
         isolation=isolation,
         collect=(tu.filename, *collect),
         protect=(tu.filename, *tu.companions),
+    )
+
+
+def disassembly_step(argv: list[str], workdir: Path, isolation: str | None, extra_env: dict[str, str]) -> ProcessResult:
+    """One disassembler run (`cuobjdump -sass`, `nvdisasm`) in the sandbox under the compile limits, its listing read
+    whole up to SASS_OUTPUT_CAP (`stdout.truncated` beyond it: a check over a cut listing would mean nothing)."""
+    return run_process(
+        argv,
+        workdir,
+        SASS_TIMEOUT_S,
+        limits=COMPILE_LIMITS,
+        isolation=isolation,
+        extra_env=extra_env,
+        head_bytes=SASS_OUTPUT_CAP,
+        tail_bytes=1024,
     )
 
 
@@ -238,7 +253,7 @@ def build_snippet(
     argv += ["-c", "-o", "snippet.o"] if compile_only or lang == "cuda" else ["-o", EXECUTABLE]
     shared = batch.rdc_result(target, workdir) if batch is not None and lang == "cuda" else None
     kept = RDC_KEPT if lang == "cuda" else ()
-    res = shared or _compile_step(
+    res = shared or compile_step(
         argv, workdir, tu, isolation, collect=(*kept, *(() if compile_only or lang == "cuda" else (EXECUTABLE,)))
     )
     ptx = _first(res, ".ptx") if lang == "cuda" else None
@@ -308,7 +323,7 @@ def _link_whole_program(
     """Build the executable that runs, in whole-program mode, as a user would; its resources replace the -rdc ones."""
     argv = [nvcc, gencode(target), *PROGRAM_NVCC_FLAGS, *flags, build.tu.filename, "-o", EXECUTABLE]
     shared = batch.program_result(target, build.workdir) if batch is not None else None
-    res = shared or _compile_step(argv, build.workdir, build.tu, isolation, collect=(EXECUTABLE,))
+    res = shared or compile_step(argv, build.workdir, build.tu, isolation, collect=(EXECUTABLE,))
     outcome = build.outcome
     changed = tampered(res, build.tu)
     if changed:
@@ -369,7 +384,7 @@ def _build_ptx(build: Build, snippet: Snippet, target: str, toolchain: Toolchain
         build.outcome.detail = "ptxas not found"
         return build
     argv = [toolchain.ptxas, f"-arch={target}", "-v", "-o", "snippet.cubin", build.tu.filename]
-    res = _compile_step(argv, build.workdir, build.tu, isolation)
+    res = compile_step(argv, build.workdir, build.tu, isolation)
     outcome = outcome_from_process(res, resources=parse_ptxas_resources(res.output))
     outcome.warnings = dx.meaning_warnings(res.output)
     build.outcome, build.ptx = outcome, module
@@ -396,7 +411,7 @@ _PY_CHECK = "import sys; src = open('snippet.py', encoding='utf-8').read(); comp
 
 def _build_python(build: Build, snippet: Snippet, toolchain: Toolchain, isolation: str | None, want_program: bool) -> Build:
     argv = [toolchain.python, "-I", "-c", _PY_CHECK]
-    res = _compile_step(argv, build.workdir, build.tu, isolation)
+    res = compile_step(argv, build.workdir, build.tu, isolation)
     outcome = outcome_from_process(res)
     build.outcome = outcome
     changed = tampered(res, build.tu)
@@ -426,16 +441,7 @@ def sass_step(build: Build, snippet: Snippet, target: str, toolchain: Toolchain,
     if not tool:
         return StepOutcome(step="sass", status="skipped", detail=f"SASS not checked: {toolchain.sass_missing_reason}")
     env = {"NVDISASM_PATH": str(Path(toolchain.nvdisasm or "").parent)}
-    res = run_process(
-        [tool, "-sass", str(build.device_binary)],
-        build.workdir,
-        SASS_TIMEOUT_S,
-        limits=COMPILE_LIMITS,
-        isolation=isolation,
-        extra_env=env,
-        head_bytes=SASS_OUTPUT_CAP,
-        tail_bytes=1024,
-    )
+    res = disassembly_step([tool, "-sass", str(build.device_binary)], build.workdir, isolation, env)
     outcome = StepOutcome(
         step="sass",
         status="pass",

@@ -9,12 +9,23 @@ killed), or missing expected output is a failure; an unmatched target is
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from runner.compile import Build
 from runner.gpus import Gpu, missing_reason
 from runner.metrics import MetricsPipe
 from runner.outcome import StepOutcome, outcome_from_process
-from runner.sandbox import new_workdir, remove_workdir, resource_limit_hit, run_limits, run_process, runner_settings
+from runner.sandbox import (
+    ProcessResult,
+    new_workdir,
+    remove_workdir,
+    resource_limit_hit,
+    run_limits,
+    run_process,
+    runner_settings,
+)
 from runner.toolchain import Toolchain
 from snippets.snippet import Snippet
 
@@ -37,6 +48,45 @@ def _hint(output: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
+@contextmanager
+def program_folder(build: Build, prefix: str) -> Iterator[Path]:
+    """A fresh folder holding the program of `build`, written from the bytes handed back through the sandbox (never
+    copied from its build folder); removed afterwards."""
+    rundir = new_workdir(prefix)
+    try:
+        for name in build.program or []:
+            fd = os.open(rundir / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o755)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(build.program_files[name])
+        yield rundir
+    finally:
+        remove_workdir(rundir)
+
+
+def program_argv(build: Build, snippet: Snippet, toolchain: Toolchain) -> list[str]:
+    """How the program of `build` is started in its folder: `./snippet`, or the Python of the toolchain on the script."""
+    assert build.program
+    if snippet.lang == "python":
+        return [toolchain.python or "python3", build.program[0]]
+    return [f"./{build.program[0]}"]
+
+
+def run_on_gpu(
+    argv: list[str],
+    rundir: Path,
+    timeout_s: float,
+    gpu: Gpu,
+    isolation: str | None,
+    extra_env: dict[str, str] | None = None,
+    extra_fds: tuple[int, ...] = (),
+) -> ProcessResult:
+    """A program (or a profiler around it) on `gpu` in the sandbox: its device nodes, the run limits of the settings,
+    and CUDA_VISIBLE_DEVICES naming that GPU alone."""
+    env = {"CUDA_VISIBLE_DEVICES": gpu.visible_devices, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", **(extra_env or {})}
+    limits = run_limits(runner_settings())
+    return run_process(argv, rundir, timeout_s, limits=limits, isolation=isolation, extra_env=env, gpu=True, extra_fds=extra_fds)
+
+
 def run_step(
     build: Build, snippet: Snippet, target: str, gpu: Gpu | None, toolchain: Toolchain, isolation: str | None = None
 ) -> StepOutcome:
@@ -48,33 +98,12 @@ def run_step(
     missing = [name for name in build.program if not build.program_files.get(name)]
     if missing:
         return StepOutcome(step="run", status="error", detail=f"not run: {missing[0]} was not handed back by its build")
-    rundir = new_workdir("kw-run-")
-    try:
-        for name in build.program:  # written from the bytes handed back through the sandbox, never copied from its folder
-            fd = os.open(rundir / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o755)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(build.program_files[name])
-        if snippet.lang == "python":
-            argv = [toolchain.python, build.program[0]]
-        else:
-            argv = [f"./{build.program[0]}"]
-        env = {"CUDA_VISIBLE_DEVICES": gpu.visible_devices, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-        limits = run_limits(runner_settings())
-        with MetricsPipe() as pipe:  # the harness's JSON, on a descriptor of its own (runner/metrics.py)
-            env.update(pipe.env())
-            res = run_process(
-                argv,
-                rundir,
-                snippet.timeout,
-                limits=limits,
-                isolation=isolation,
-                extra_env=env,
-                gpu=True,
-                extra_fds=(pipe.child_fd,),
-            )
-        metrics, metrics_problem = pipe.document()
-    finally:
-        remove_workdir(rundir)
+    limits = run_limits(runner_settings())
+    with program_folder(build, "kw-run-") as rundir, MetricsPipe() as pipe:  # the harness's JSON: runner/metrics.py
+        res = run_on_gpu(
+            program_argv(build, snippet, toolchain), rundir, snippet.timeout, gpu, isolation, pipe.env(), (pipe.child_fd,)
+        )
+    metrics, metrics_problem = pipe.document()  # the pipe's reader has finished on leaving the block
     outcome = outcome_from_process(
         res, "run", gpu_name=gpu.name, compute_capability=gpu.compute_capability, driver_version=gpu.driver_version
     )

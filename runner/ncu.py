@@ -29,9 +29,9 @@ import shutil
 from dataclasses import dataclass, field
 
 from runner.compile import Build
+from runner.execute import program_argv, program_folder, run_on_gpu
 from runner.gpus import Gpu
 from runner.outcome import StepOutcome, outcome_from_process
-from runner.sandbox import new_workdir, remove_workdir, run_limits, run_process, runner_settings
 from runner.toolchain import Toolchain
 from snippets.attributes import InfoStringError, split_ncu
 from snippets.snippet import Snippet
@@ -217,25 +217,16 @@ def ncu_step(
         metrics = sorted({split_ncu(a)[0] for a in assertions})
     except InfoStringError as exc:
         return StepOutcome(step="ncu", status="error", detail=f"refused by the runner: {exc}")
-    rundir = new_workdir("kw-ncu-")
-    try:
-        for name in build.program:  # the bytes handed back through the sandbox, as the run step writes them
-            fd = os.open(rundir / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o755)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(build.program_files[name])
-        program = [toolchain.python or "python3", build.program[0]] if snippet.lang == "python" else [f"./{build.program[0]}"]
-        env = {"CUDA_VISIBLE_DEVICES": gpu.visible_devices, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "KERNELWIKI_PROFILE": "1"}
-        res = run_process(
+    with program_folder(build, "kw-ncu-") as rundir:
+        program = program_argv(build, snippet, toolchain)
+        res = run_on_gpu(
             ncu_argv(ncu, metrics, kernel, program),
             rundir,
             snippet.timeout * NCU_TIMEOUT_FACTOR,
-            limits=run_limits(runner_settings()),
-            isolation=isolation,
-            extra_env=env,
-            gpu=True,
+            gpu,
+            isolation,
+            {"KERNELWIKI_PROFILE": "1"},
         )
-    finally:
-        remove_workdir(rundir)
     outcome = outcome_from_process(
         res, "ncu", gpu_name=gpu.name, compute_capability=gpu.compute_capability, driver_version=gpu.driver_version
     )

@@ -1,4 +1,5 @@
-"""ptxas resource usage (`-Xptxas -v` / `ptxas -v`): registers, shared memory, stack, spills."""
+"""ptxas's report (`-Xptxas -v` / `ptxas -v`): split per target, and the resource usage it states (registers,
+shared memory, stack, spills). The one home of the report's text patterns."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ _USED = re.compile(r"ptxas info\s*: Used (\d+) registers(.*)")
 _BARRIERS = re.compile(r"used (\d+) barriers")
 _SMEM = re.compile(r"(\d+) bytes smem")
 _CMEM = re.compile(r"(\d+) bytes cmem\[(\d+)\]")
+_REPORT_START = re.compile(r"^ptxas info\s*: \d+ bytes gmem")
+_NAMED_TARGET = re.compile(r"for '(sm_\w+)'")
 
 
 def parse_ptxas_resources(text: str) -> dict[str, Any]:
@@ -65,3 +68,27 @@ def parse_ptxas_resources(text: str) -> dict[str, Any]:
         "barriers": biggest("barriers"),
         "functions": items,
     }
+
+
+def split_ptxas_report(stderr: str, targets: list[str]) -> dict[str, str] | None:
+    """Each target's own ptxas report; None when the text is anything else or the split is unclear.
+
+    ptxas runs once per target in -gencode order, each report starting with `N bytes gmem`.
+    Any text that is not ptxas's (a front-end or host-compiler warning) makes the
+    attribution ambiguous: None, and each target is built alone.
+    """
+    lines = stderr.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if _REPORT_START.match(line)]
+    if len(starts) != len(targets):
+        return None
+    if any(line.strip() for line in lines[: starts[0]]):
+        return None  # a front-end message: which target's? build each alone
+    parts: dict[str, str] = {}
+    for target, start, end in zip(targets, starts, [*starts[1:], len(lines)], strict=True):
+        block = lines[start:end]
+        if any(not (line.startswith("ptxas ") or line.startswith(" ") or not line.strip()) for line in block):
+            return None
+        if set(_NAMED_TARGET.findall("".join(block))) - {target}:
+            return None
+        parts[target] = "".join(block)
+    return parts

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner.batch import split_ptxas_report
 from runner.evidence import EvidenceRecord
+from runner.resources import split_ptxas_report
 from runner.toolchain import Toolchain
 from runner.verify import verify
 from snippets import extract_snippets
