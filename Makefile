@@ -17,10 +17,12 @@ PORT ?= $(or $(KERNELWIKI_PORT),8000)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PYTEST_JOBS ?= $(JOBS)
 CI ?=
+# CI=true (also 1 or yes, as tests/ci.py reads it): a missing tool CI is meant to have is a failure
+CI_ON := $(filter 1 true yes TRUE True YES Yes,$(CI))
 SERVE_STAMP := $(VENV)/.installed-serve
 TEST_STAMP := $(VENV)/.installed-test
 # Say what a system step lacks; fail under CI=true, else skip: $(call missing,what,how to get it,what is skipped)
-missing = { if [ "$(CI)" = true ]; then echo "error: $(1) is missing (required with CI=true): $(2)" >&2; exit 1; \
+missing = { if [ -n "$(CI_ON)" ]; then echo "error: $(1) is missing (required with CI=true): $(2)" >&2; exit 1; \
             else echo "skipped: $(1) is missing: $(2); $(3)"; fi; }
 IS_ROOT = [ "$$(id -u)" = 0 ]
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.proc import free_port
+from tests.ci import is_ci
 
 FIXTURE_WIKI = Path(__file__).parent / "fixtures" / "wiki"
 REPO = Path(__file__).resolve().parent.parent
@@ -47,7 +48,7 @@ def postgres_admin_url() -> str:
     """The PostgreSQL admin URL; skip where there is none, but fail in CI (CI=true)."""
     problem = _postgres_available()
     if problem is not None:
-        if os.environ.get("CI") == "true":
+        if is_ci():
             pytest.fail(f"PostgreSQL is required in CI but not reachable at {PG_ADMIN_URL}: {problem}")
         pytest.skip(f"PostgreSQL not reachable at {PG_ADMIN_URL}: {problem}")
     return PG_ADMIN_URL

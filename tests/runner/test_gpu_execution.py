@@ -18,6 +18,8 @@ from runner.gpus import Gpu, discover_gpus
 from runner.toolchain import Toolchain
 from runner.verify import verify
 from snippets import extract_snippets
+from tests.ci import missing_gpu, require_cupy
+from tests.runner.processes import gone
 
 pytestmark = pytest.mark.gpu
 
@@ -26,7 +28,7 @@ pytestmark = pytest.mark.gpu
 def gpu() -> Gpu:
     gpus = discover_gpus()
     if not gpus:
-        pytest.skip("no NVIDIA GPU here")
+        missing_gpu("no NVIDIA GPU here")
     return gpus[0]
 
 
@@ -139,8 +141,7 @@ def test_spinning_kernel_times_out_and_leaves_no_processes(toolchain: Toolchain,
     assert r.status == "timeout", r.message + r.output
     assert 5 <= r.duration_s < 20
     assert time.monotonic() - started < 240
-    time.sleep(0.5)
-    assert _leftover_programs() == []
+    assert gone(_leftover_programs) == []
     assert run(GOOD, toolchain, arch, shared_cache)[(1, "run")].status == "pass"
 
 
@@ -168,8 +169,7 @@ def test_leftover_child_processes_are_killed(toolchain: Toolchain, shared_cache:
     r = run(body, toolchain, arch, shared_cache)[(1, "run")]
     assert r.status == "pass", r.message
     assert "left 1 process(es) behind (killed)" in r.message
-    time.sleep(0.5)
-    assert _leftover_programs() == []
+    assert gone(_leftover_programs) == []
 
 
 ILLEGAL = r"""
@@ -204,7 +204,7 @@ def test_gpu_program_for_another_architecture_is_skipped(toolchain: Toolchain, s
 
 
 def test_python_block_runs_with_cupy(toolchain: Toolchain, shared_cache: Path, arch: str) -> None:
-    pytest.importorskip("cupy")
+    require_cupy()
     body = "```python\nimport cupy as cp\n\ndef main():\n    x = cp.arange(10)\n    assert int(x.sum()) == 45\n    print('cupy ok')\n\nif __name__ == '__main__':\n    main()\n```\n"
     r = run(body, toolchain, arch, shared_cache)[(1, "run")]
     assert r.status == "pass", r.message + r.output

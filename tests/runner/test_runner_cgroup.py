@@ -40,6 +40,7 @@ from runner.sandbox import (
     runner_settings,
 )
 from runner.settings import RunnerSettings, normalize_cgroup
+from tests.ci import missing_cgroup
 
 LAUNCHER = Path(__file__).resolve().parents[2] / "runner" / "launch.py"
 ALL = "cpuset cpu io memory hugetlb pids"
@@ -271,7 +272,7 @@ def _mirror_own_cgroup(tmp_path: Path) -> Path:
     text = Path("/proc/self/cgroup").read_text()
     entry = next((ln[3:] for ln in text.splitlines() if ln.startswith("0::")), None)
     if entry is None or "/.." in entry:
-        pytest.skip(f"no usable cgroup v2 entry in /proc/self/cgroup: {text!r}")
+        missing_cgroup(f"no usable cgroup v2 entry in /proc/self/cgroup: {text!r}")
     root = tmp_path / "cgroot"
     _cgroup(root, ALL, "memory pids")
     own = root / entry.strip("/") if entry.strip("/") else root

@@ -30,22 +30,8 @@ from runner.sandbox import (
     sandbox_environment,
 )
 from runner.settings import RunnerSettings
-
-
-def _processes_with(marker: str) -> list[int]:
-    """Live (non-zombie) processes whose command line contains `marker`."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker in cmdline and state != "Z":
-            found.append(int(name))
-    return found
+from tests.ci import missing_tool
+from tests.runner.processes import gone, live_with
 
 
 def _levels() -> list[str]:
@@ -75,8 +61,7 @@ def test_timeout_kills_the_process_group_and_leaves_no_processes(tmp_path: Path,
     assert res.timed_out
     assert time.monotonic() - started < 10
     assert res.leftovers >= 3
-    time.sleep(0.2)
-    assert _processes_with(f"sleep {marker}") == []
+    assert gone(lambda: live_with(f"sleep {marker}")) == []
 
 
 def test_processes_left_behind_after_a_normal_exit_are_killed(tmp_path: Path, isolation: str) -> None:
@@ -87,8 +72,7 @@ def test_processes_left_behind_after_a_normal_exit_are_killed(tmp_path: Path, is
     assert res.exit_code == 0 and not res.timed_out
     assert res.stdout.text == "started\n"
     assert res.leftovers == 1
-    time.sleep(0.2)
-    assert _processes_with(f"sleep {marker}") == []
+    assert gone(lambda: live_with(f"sleep {marker}")) == []
 
 
 def test_huge_output_is_capped_at_a_line_boundary_and_says_so(tmp_path: Path) -> None:
@@ -211,17 +195,22 @@ def test_an_unknown_isolation_is_refused(tmp_path: Path) -> None:
     assert res.exit_code is None and res.error and "unknown isolation" in res.error
 
 
+def _need_bwrap() -> None:
+    """Skip where bubblewrap cannot be used; fail under CI=true (make test installs it)."""
+    problem = isolation_problem(ISOLATION_BWRAP)
+    if problem:
+        missing_tool(f"bubblewrap unusable here: {problem}")
+
+
 def test_bubblewrap_is_usable() -> None:
     """bwrap is the default: where CI=true (make test installs it) its absence is a failure, not a skip."""
     problem = isolation_problem(ISOLATION_BWRAP)
-    if problem and os.environ.get("CI", "").lower() not in ("1", "true", "yes"):
-        pytest.skip(problem)
-    assert problem is None
+    if problem:
+        missing_tool(problem)
 
 
 def test_bwrap_keeps_writes_inside_the_snippet_folder(tmp_path: Path) -> None:
-    if isolation_problem(ISOLATION_BWRAP):
-        pytest.skip(str(isolation_problem(ISOLATION_BWRAP)))
+    _need_bwrap()
     work = tmp_path / "work"
     work.mkdir()
     outside = tmp_path / "outside.txt"
@@ -239,8 +228,9 @@ def test_bwrap_keeps_writes_inside_the_snippet_folder(tmp_path: Path) -> None:
 
 def test_a_gpu_run_joins_the_groups_of_device_nodes_closed_to_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """GPU device nodes of mode 0660 (group video): the sandbox's own user id must still open them."""
-    if isolation_problem(ISOLATION_BWRAP) or os.geteuid() != 0:
-        pytest.skip("needs bubblewrap and a root runner (only then does the sandbox get a user id of its own)")
+    _need_bwrap()
+    if os.geteuid() != 0:
+        pytest.skip("needs a root runner (only then does the sandbox get a user id of its own)")
     from runner.sandbox import wrapper
 
     node = tmp_path / "nvidia-kw-test"
@@ -257,8 +247,8 @@ def test_a_gpu_run_joins_the_groups_of_device_nodes_closed_to_others(tmp_path: P
     assert "44" not in plain.stdout.text.split(), "compiles join no group"
 
 
-@pytest.mark.skipif(isolation_problem(ISOLATION_BWRAP) is not None, reason="bubblewrap unusable here")
 def test_a_host_folder_below_tmp_stays_visible_under_the_private_tmp(tmp_path: Path) -> None:
+    _need_bwrap()
     # A checkout (and its .venv) under /tmp, as CI may use: the sandbox's fresh /tmp must not hide it.
     tool = Path("/tmp") / f"kw-tool-{uuid.uuid4().hex}"
     (tool / "bin").mkdir(parents=True)

@@ -44,6 +44,8 @@ from runner.sandbox import (
 )
 from runner.settings import CGROUP_REQUIRE, RunnerSettings
 from runner.toolchain import Toolchain
+from tests.ci import missing_cgroup, missing_gpu, missing_tool, require_cupy
+from tests.runner.processes import gone, live_with
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,32 +63,14 @@ SECRETS = {
 @pytest.fixture(autouse=True, scope="module")
 def _needs_bwrap() -> None:
     problem = isolation_problem(ISOLATION_BWRAP)
-    if problem and os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"bubblewrap unusable under CI (make test installs it): {problem}")
     if problem:
-        pytest.skip(f"bubblewrap unusable here: {problem}")
+        missing_tool(f"bubblewrap unusable here: {problem}")
 
 
 def _bwrap(argv: list[str], workdir: Path, timeout: float = 30, **kw: object):  # noqa: ANN202
     res = run_process(argv, workdir, timeout, isolation=ISOLATION_BWRAP, **kw)  # type: ignore[arg-type]
     assert res.isolation == ISOLATION_BWRAP and res.error is None, res.error
     return res
-
-
-def _live_with(marker: str) -> list[int]:
-    """Host processes (not zombies) whose command line contains `marker`."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker in cmdline and state != "Z":
-            found.append(int(name))
-    return found
 
 
 def _runner_child(code: str, cwd: Path, env_extra: dict[str, str]) -> dict:
@@ -251,8 +235,7 @@ def test_a_thousand_forks_hit_the_process_limit_and_leave_nothing(tmp_path: Path
     assert made < 200
     assert resource_limit_hit(res, limits) == "process limit (200 processes and threads) reached"
     assert res.leftovers >= made
-    time.sleep(0.3)
-    assert _live_with(f"sleep {marker}") == []
+    assert gone(lambda: live_with(f"sleep {marker}")) == []
 
 
 def test_a_spinning_program_is_killed_at_its_timeout_with_everything_it_started(tmp_path: Path) -> None:
@@ -260,8 +243,7 @@ def test_a_spinning_program_is_killed_at_its_timeout_with_everything_it_started(
     started = time.monotonic()
     res = _bwrap(["sh", "-c", f"(setsid sleep {marker} &); sleep {marker} & while :; do :; done"], tmp_path, 2)
     assert res.timed_out and time.monotonic() - started < 12
-    time.sleep(0.3)
-    assert _live_with(f"sleep {marker}") == []
+    assert gone(lambda: live_with(f"sleep {marker}")) == []
 
 
 def test_killing_its_launcher_leaves_no_survivor(tmp_path: Path) -> None:
@@ -272,8 +254,7 @@ def test_killing_its_launcher_leaves_no_survivor(tmp_path: Path) -> None:
         f"kill -9 $PPID 2>&1; kill -9 1 2>&1; echo still here"
     )
     res = run_process(["sh", "-c", script], tmp_path, 20, isolation=ISOLATION_BWRAP)
-    time.sleep(0.3)
-    assert _live_with(f"sleep {marker}") == [], "a process the snippet started survived it"
+    assert gone(lambda: live_with(f"sleep {marker}")) == [], "a process the snippet started survived it"
     if os.geteuid() == 0:  # the launcher keeps root: the snippet cannot kill it, so it reports normally
         assert res.error is None and res.exit_code == 0 and "still here" in res.output
         assert res.leftovers >= 1
@@ -387,7 +368,7 @@ def test_hostile_cuda_program_is_contained(tmp_path: Path, toolchain: Toolchain)
 
     gpus = discover_gpus()
     if not gpus:
-        pytest.skip("no NVIDIA GPU here")
+        missing_gpu("no NVIDIA GPU here")
     major, minor = gpus[0].compute_capability.split(".")
     arch = f"sm{major}{minor}" + ("a" if int(major) >= 9 else "")
     escape = Path("/tmp/kw_runner_escape")
@@ -451,14 +432,14 @@ def test_hostile_cuda_program_is_contained(tmp_path: Path, toolchain: Toolchain)
 @pytest.mark.gpu
 def test_a_cupy_program_runs_in_the_sandbox(tmp_path: Path, toolchain: Toolchain) -> None:
     """A python block that uses CuPy sees its site-packages, CUDA headers and the GPU inside bwrap."""
-    pytest.importorskip("cupy")
+    require_cupy()
     from runner.gpus import discover_gpus
     from runner.verify import verify
     from snippets import extract_snippets
 
     gpus = discover_gpus()
     if not gpus:
-        pytest.skip("no NVIDIA GPU here")
+        missing_gpu("no NVIDIA GPU here")
     major, minor = gpus[0].compute_capability.split(".")
     arch = f"sm{major}{minor}" + ("a" if int(major) >= 9 else "")
     body = '```python run output="sum 4950"\nimport cupy as cp\nprint("sum", int(cp.arange(100).sum()))\n```\n'
@@ -477,7 +458,7 @@ def _cgroup_required(monkeypatch: pytest.MonkeyPatch | None = None) -> RunnerSet
     skipped where no cgroup v2 with memory and pids can be created (this CPU machine: hugetlb only)."""
     parent, problem = cgroup_parent(runner_settings().cgroup_root)
     if parent is None:
-        pytest.skip(f"no writable cgroup v2 with memory and pids here: {problem}")
+        missing_cgroup(f"no writable cgroup v2 with memory and pids here: {problem}")
     settings = replace(runner_settings(), cgroup=CGROUP_REQUIRE)
     if monkeypatch is not None:  # for verify(), which reads the process-wide settings
         monkeypatch.setattr(runner.settings, "_settings", [settings])
@@ -541,8 +522,7 @@ def test_pids_max_caps_a_thousand_forks_even_where_root_ignores_the_process_rlim
     if os.geteuid() == 0:  # root: only the cgroup can have refused the fork
         assert res.cgroup.pids_max_hits >= 1
         assert resource_limit_hit(res, limits) == "process limit (cgroup pids.max 200 processes and threads) reached"
-    time.sleep(0.3)
-    assert _live_with(f"sleep {marker}") == []
+    assert gone(lambda: live_with(f"sleep {marker}")) == []
 
 
 CGROUP_CUDA = r"""
@@ -588,7 +568,7 @@ def test_cuda_programs_run_in_their_cgroup_and_a_shared_200_gib_mapping_is_kille
     _cgroup_required(monkeypatch)
     gpus = discover_gpus()
     if not gpus:
-        pytest.skip("no NVIDIA GPU here")
+        missing_gpu("no NVIDIA GPU here")
     major, minor = gpus[0].compute_capability.split(".")
     arch = f"sm{major}{minor}" + ("a" if int(major) >= 9 else "")
     snippets, _ = extract_snippets("c", "c.md", CGROUP_CUDA, 1, [arch])

@@ -36,6 +36,7 @@ from runner.toolchain import Toolchain
 from runner.verify import verify
 from snippets.extract import content_hash
 from snippets.snippet import Snippet
+from tests.ci import missing_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "KW-TOKEN-trust-boundary-5f1e"
@@ -51,7 +52,7 @@ ISSUE_FENCE = (
 def _needs_bwrap() -> None:
     problem = isolation_problem(ISOLATION_BWRAP)
     if problem:
-        pytest.skip(f"bubblewrap unusable here: {problem}")
+        missing_tool(f"bubblewrap unusable here: {problem}")
 
 
 @pytest.fixture()

@@ -10,6 +10,7 @@ import pytest
 from snippets.build import build_translation_unit
 from snippets.extract import extract_snippets
 from snippets.harness import CUDA_HEADER, HARNESS_DIR, PYTHON_MODULE, companions
+from tests.ci import missing_tool
 
 USES = '```cuda run arch=sm_90\n#include "kw_measure.cuh"\nint main() { kw::Bench b("x"); return b.finish(); }\n```\n'
 PLAIN = "```cuda run arch=sm_90\nint main() { return 0; }\n```\n"
@@ -51,7 +52,7 @@ def test_the_header_compiles_without_nvml_or_a_gpu(tmp_path: Path) -> None:
 
     nvcc = shutil.which("nvcc")
     if nvcc is None:
-        pytest.skip("nvcc not found")
+        missing_tool("nvcc not found")
     (tmp_path / "t.cu").write_text('#include "kw_measure.cuh"\nint main() { return 0; }\n')
     res = subprocess.run(
         [nvcc, "-I", str(HARNESS_DIR), "-gencode=arch=compute_90,code=sm_90", "-o", "t", "t.cu"],
