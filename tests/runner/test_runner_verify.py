@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from runner.evidence import read_jsonl
+from runner.sandbox import process
 from runner.toolchain import Toolchain
 from runner.verify import verify
 
@@ -28,7 +31,13 @@ BROKEN = "```cuda\n__global__ void k(int* p) { p[0] = not_declared; }\n```\n"
 SKETCH_AND_PYTHON = "```cuda sketch\nfor each tile: load, mma, store\n```\n\n```python\nprint(sum(range(10)))\n```\n"
 
 
-def test_cold_then_warm_verify_reuses_every_result(make_wiki, page_text, toolchain: Toolchain, shared_cache: Path) -> None:  # noqa: ANN001
+def test_cold_then_warm_verify_reuses_every_result(
+    make_wiki,
+    page_text,
+    toolchain: Toolchain,
+    shared_cache: Path,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+) -> None:
     wiki = make_wiki(
         {
             "a/kernel.md": page_text("t-kernel", KERNEL + "\n" + SKETCH_AND_PYTHON),
@@ -60,9 +69,14 @@ def test_cold_then_warm_verify_reuses_every_result(make_wiki, page_text, toolcha
     broken = next(r for r in cold.records if r.snippet_id == "t-broken:1")
     assert broken.path == "b/broken.md" and broken.line == 8 and broken.error_line == 9
 
+    started: list[list[str]] = []
+    supervise = process._supervise
+    monkeypatch.setattr(
+        process, "_supervise", lambda full, argv, *a, **kw: started.append(argv) or supervise(full, argv, *a, **kw)
+    )
     warm = verify(wiki, jobs=2, cache_dir=shared_cache, toolchain=toolchain, gpus=[])
     assert warm.builds == 0 and warm.cache_hits == 3
-    assert warm.duration_s < 1.0
+    assert started == [] and warm.isolation is None, "a warm run starts no process: every result comes from the cache"
     assert [r.to_dict() for r in warm.records] == [r.to_dict() for r in cold.records]
 
 
