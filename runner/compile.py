@@ -47,7 +47,7 @@ from typing import Protocol
 from runner import diagnostics as dx
 from runner.coverage import regex_checks, unassembled_asm
 from runner.outcome import StepOutcome, outcome_from_process
-from runner.output import shorten
+from runner.output import cap_text
 from runner.resources import parse_ptxas_resources
 from runner.sandbox import (
     COMPILE_LIMITS,
@@ -77,6 +77,9 @@ COMPILE_TIMEOUT_S = 240
 
 SASS_TIMEOUT_S = 120
 """Wall-clock limit of one disassembly (`cuobjdump -sass`, `nvdisasm`)."""
+
+FAILED_OUTPUT_BYTES = 8192
+"""Output of a failed disassembly kept in its record (head and tail)."""
 
 SASS_OUTPUT_CAP = 32 * 1024 * 1024
 """SASS is read whole up to this size (a regex over truncated SASS would be meaningless)."""
@@ -456,7 +459,7 @@ def sass_step(build: Build, snippet: Snippet, target: str, toolchain: Toolchain,
             "timed out" if res.timed_out else "output too large" if res.stdout.truncated else f"exit status {res.exit_code}"
         )
         outcome.detail = f"cuobjdump -sass failed: {reason}"
-        outcome.output = shorten(res.output)
+        outcome.output = cap_text(res.output, FAILED_OUTPUT_BYTES)[0]
         return outcome
     _apply_regex_checks(outcome, snippet, "sass", res.stdout.text)
     if outcome.status == "pass":

@@ -79,8 +79,25 @@ class OutputCap:
         return CapturedOutput(text, True, omitted, self.total)
 
 
-def shorten(text: str, limit: int = 8192) -> str:
-    """`text` capped like command output: head and tail kept, the middle replaced by the omission marker."""
-    cap = OutputCap(head=limit // 2, tail=limit // 2)
-    cap.feed(text.encode("utf-8", "replace"))
-    return cap.result().text
+def cap_text(text: str, limit: int) -> tuple[str, bool]:
+    """`text` within `limit` UTF-8 bytes: head and tail kept, the middle replaced by a marker; and whether it was cut.
+
+    The cut falls on line boundaries when the text has lines near both ends
+    ("[… N lines omitted]"), else inside the long line ("[… N bytes omitted]").
+    `OutputCap` does the same while a command's output streams in; this is for a
+    text already whole (a record's output, a posted field).
+    """
+    data = text.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return text, False
+    half = max(limit // 2 - 40, 1)  # room for the marker
+    head, tail = data[:half], data[len(data) - half :]
+    h, t = head.rfind(b"\n"), tail.find(b"\n")
+    if h >= half // 2 and 0 <= t < half // 2:
+        head, tail = head[: h + 1], tail[t + 1 :]
+        lines = data.count(b"\n", len(head), len(data) - len(tail))
+        marker = f"[… {lines} lines omitted]\n"
+    else:
+        marker = f"\n[… {len(data) - len(head) - len(tail)} bytes omitted]\n"
+    # 'ignore' drops a character split by the cut instead of inventing one.
+    return head.decode("utf-8", "ignore") + marker + tail.decode("utf-8", "ignore"), True
