@@ -18,7 +18,8 @@ warning outside ptxas's report, a timeout) answers None and every target is
 built on its own, so its diagnosis, status and output are exactly those of a
 single-target build.
 
-Two shared runs exist: the relocatable `-rdc=true -c` build every block gets,
+Two shared runs exist: the relocatable `-rdc=true` build every block gets (device code alone for a `run`
+block, runner/compile.py `rdc_device_only`),
 and (for `compile_only`, where nothing runs) the whole-program build of a `run`
 block; that one keeps its per-target cubins for the SASS checks. A program
 that is run is always built for its own target alone, so the binary that runs
@@ -37,8 +38,10 @@ from runner.compile import (
     EXECUTABLE,
     PROGRAM_KEEP_DIR,
     PROGRAM_NVCC_FLAGS,
+    RDC_OBJECT,
     compile_step,
     gencode,
+    rdc_device_only,
     snippet_nvcc_flags,
 )
 from runner.output import CapturedOutput
@@ -136,9 +139,7 @@ class TargetBatch:
                 *BASE_NVCC_FLAGS,
                 *snippet_nvcc_flags(self.snippet, compile_only=self.snippet.mode != "run"),
                 tu.filename,
-                "-c",
-                "-o",
-                "snippet.o",
+                *(rdc_device_only(len(self.targets)) if self.snippet.mode == "run" else RDC_OBJECT),
             ]
         else:
             keep = workdir / PROGRAM_KEEP_DIR

@@ -26,8 +26,10 @@ Compile commands (all with `-Xptxas -v` for the resource report, `-lineinfo`
 for `.loc` line mapping, and `-keep` to read the PTX and preprocessed source):
 
 * cuda, compile:  `nvcc -gencode=arch=compute_90a,code=sm_90a -rdc=true -c snippet.cu`
-* cuda, run:      the same, then `nvcc -gencode=… snippet.cu -o program` (whole-program, no
-                  -rdc) for the executable that runs and whose SASS is checked
+* cuda, run:      the relocatable build of the device code alone (`-rdc=true -cubin`: the host half
+                  of the build is the whole-program build's job, below), then `nvcc -gencode=…
+                  snippet.cu -o program` (whole-program, no -rdc) for the executable that runs and
+                  whose SASS is checked
 * cuda, several targets under `verify --compile-only`: one run of each of the above with every
                   target's -gencode, split back per target (runner/batch.py), or per target where
                   that split could differ from a target's own build
@@ -89,6 +91,19 @@ BASE_NVCC_FLAGS = ("-rdc=true", "-lineinfo", "-Xptxas", "-v", "-keep", "-keep-di
 
 PROGRAM_NVCC_FLAGS = ("-lineinfo", "-Xptxas", "-v", "-diag-suppress", "177")
 """Flags of the whole-program build of a `run` block (no -rdc: as a user builds it)."""
+
+RDC_OBJECT = ("-c", "-o", "snippet.o")
+"""How the relocatable build of a `compile` (or `compile_fail`) block ends: device and host code, one object."""
+
+
+def rdc_device_only(targets: int) -> tuple[str, ...]:
+    """How the relocatable build of a `run` block ends: the device code alone (`-cubin`; `-fatbin` for several
+    targets, each target's cubin kept in keep/). Its host code is compiled, and linked, by the whole-program build
+    that follows; compiling it here too (cudafe++ and the host compiler: about 60 % of an nvcc run) would do that
+    half of the work twice. The device side (preprocessed source, PTX, ptxas report, cubin) is the same either way,
+    and a front-end error in host code is still reported here (the device pass parses the whole unit)."""
+    return ("-cubin", "-o", "keep/snippet.cubin") if targets == 1 else ("-fatbin", "-o", "snippet.fatbin")
+
 
 PROGRAM_KEEP_DIR = "keep-program"
 """Where a shared whole-program build (runner/batch.py) leaves a target's cubin."""
@@ -253,7 +268,10 @@ def build_snippet(
     # cuda: the relocatable build proves every device function assembles; a program is then
     # built again whole-program (below), because that is how it really runs (ptxas ignores
     # setmaxnreg under -rdc, for one).
-    argv += ["-c", "-o", "snippet.o"] if compile_only or lang == "cuda" else ["-o", EXECUTABLE]
+    if lang == "cuda":
+        argv += RDC_OBJECT if compile_only else rdc_device_only(1)
+    else:
+        argv += RDC_OBJECT if compile_only else ["-o", EXECUTABLE]
     shared = batch.rdc_result(target, workdir) if batch is not None and lang == "cuda" else None
     kept = RDC_KEPT if lang == "cuda" else ()
     res = shared or compile_step(

@@ -230,6 +230,20 @@ def test_program_without_a_matching_gpu_is_built_and_skipped(toolchain: Toolchai
     assert records[(1, "sm_90a", "run")].status == "skipped"
     assert records[(1, "sm_90a", "run")].message == "not run: no sm_90 device here"
     assert records[(1, "sm_100a", "run")].message == "not run: no sm_100 device here"
+    # the relocatable build compiles the device code alone; the whole-program build compiles and links the host code
+    relocatable, program = records[(1, "sm_90a", "compile")].command.split(" && ")
+    assert "-rdc=true" in relocatable and "-cubin" in relocatable and " -c " not in relocatable
+    assert "-rdc=true" not in program and program.endswith("-o snippet")
+
+
+def test_an_error_in_a_programs_host_code_is_found_by_its_device_only_relocatable_build(
+    toolchain: Toolchain, shared_cache: Path
+) -> None:
+    body = "```cuda run\n__global__ void k(int* p) { p[0] = 1; }\nint main() {\n  return not_declared();\n}\n```\n"
+    r = check(body, toolchain, shared_cache)[(1, "sm_90a", "compile")]
+    assert r.status == "fail" and r.error_kind == "undefined identifier", r.message
+    assert 'identifier "not_declared" is undefined' in r.message and r.error_line == 4
+    assert "-cubin" in r.command
 
 
 def test_sass_checks_pass_fail_or_are_skipped_never_passed_without_the_tool(toolchain: Toolchain, shared_cache: Path) -> None:
