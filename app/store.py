@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +21,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col
 
+from app.cache import LRU
 from app.evidence.claims import claim_problems, facts_from_public
 from app.evidence.measured_claims import with_measurements
 from app.evidence.status import StatusIndex, build_status_index, data_version
@@ -110,8 +111,7 @@ class Store:
         self.engine: Engine = make_engine(url, pool_size=pool_size, max_overflow=max_overflow, pool_timeout=pool_timeout)
         self.evidence = EvidenceStore(self.engine)
         self._status_lock = threading.Lock()
-        self._listing_lock = threading.Lock()
-        self._listing_cache: OrderedDict[Any, Any] = OrderedDict()  # facets and graph answers per generation
+        self._listing_cache: LRU[Any] = LRU(LISTING_CACHE_SIZE)  # facets and graph answers, keyed by index generation
         self._status_index: StatusIndex | None = None
         self.search_engine = search_engine or SearchEngine()
 
@@ -338,17 +338,7 @@ class Store:
 
     def _per_generation(self, conn: Connection, key: Any, make: Callable[[], T]) -> T:
         """`make()` once per index generation and key (a small LRU; the answers are small)."""
-        full = (index_generation(conn), key)
-        with self._listing_lock:
-            if full in self._listing_cache:
-                self._listing_cache.move_to_end(full)
-                return self._listing_cache[full]
-        value = make()
-        with self._listing_lock:
-            self._listing_cache[full] = value
-            while len(self._listing_cache) > LISTING_CACHE_SIZE:
-                self._listing_cache.popitem(last=False)
-        return value
+        return self._listing_cache.get_or_make((index_generation(conn), key), make)
 
     def page_by_path(self, path: str, conn: Connection | None = None) -> str | None:
         with self.connection(conn) as conn:
