@@ -14,9 +14,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.engine import Connection, Engine
 from starlette.concurrency import run_in_threadpool
 
+from app.index.filters import Filters
 from app.search import FACETS, parse_facets
 from app.settings import Settings
-from app.store import Filters, Store
+from app.store import Store
 
 
 def app_store(request: Request) -> Store:

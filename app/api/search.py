@@ -25,9 +25,9 @@ from app.deps import (
     StoreDep,
     request_connection,
 )
+from app.index.filters import Filters
 from app.schemas import SearchPublic
 from app.search import parse_facets
-from app.store import Filters
 
 router = APIRouter(prefix="/api", tags=["search"])
 log = logging.getLogger("kernelwiki")

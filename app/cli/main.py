@@ -238,8 +238,8 @@ def search(
     """Search the index (indexing first when needed)."""
     from rich.text import Text
 
+    from app.index.filters import Filters
     from app.search.text import plain
-    from app.store import Filters
 
     settings = settings_for(wiki, db)
     store = open_store(settings)

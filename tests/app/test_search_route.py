@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from app.api.search import LeanSearch, lean_params
-from app.store import Filters
+from app.index.filters import Filters
 
 TOOK = re.compile(rb'"took_ms":[0-9.e+-]+')
 
