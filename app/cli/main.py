@@ -382,6 +382,7 @@ def evidence_import(
         out.print(
             f"{path}: {result.inserted} new, {result.duplicates} already present, {len(result.errors)} rejected", highlight=False
         )
+    store.engine.dispose()  # its pooled connections closed now, not left to the garbage collector
     if bad:
         raise typer.Exit(1)
 
