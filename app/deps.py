@@ -6,6 +6,7 @@ import asyncio
 import hmac
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import fields
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Query, Request
@@ -13,9 +14,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.engine import Connection, Engine
 from starlette.concurrency import run_in_threadpool
 
+from app.index.filters import Filters
 from app.search import FACETS, parse_facets
 from app.settings import Settings
-from app.store import Filters, Store
+from app.store import Store
 
 
 def app_store(request: Request) -> Store:
@@ -94,7 +96,18 @@ StoreDep = Annotated[Store, Depends(get_store)]
 ConnDep = Annotated[Connection, Depends(get_conn)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
-_FILTER = dict(max_length=100)
+# The search and listing parameters' one definition: FastAPI's declarations below and the lean search path
+# (app/api/search.py's `lean_params`) both read these.
+LIMIT_MAX = 200
+"""The most results or pages one answer holds (`limit`)."""
+OFFSET_MAX = 1_000_000
+"""The furthest window an `offset` may start at."""
+PARAMETER_MAX_CHARS = 100
+"""The longest value a filter or `facets` may have."""
+FILTER_NAMES = tuple(f.name for f in fields(Filters))
+"""The filter parameters, in `Filters`' order."""
+
+_FILTER = dict(max_length=PARAMETER_MAX_CHARS)
 
 
 async def get_filters(  # async: without filters no I/O at all, with them one indexed row (no worker-thread hop)
@@ -146,7 +159,7 @@ def get_facets(
     facets: Annotated[
         str,
         Query(
-            max_length=100,
+            max_length=PARAMETER_MAX_CHARS,
             description=f"comma-separated, of {', '.join(FACETS)}: count the hits by these (none unless asked; costs about as much as the search)",
         ),
     ] = "",
@@ -160,8 +173,8 @@ def get_facets(
 
 
 FacetsDep = Annotated[tuple[str, ...], Depends(get_facets)]
-Limit = Annotated[int, Query(ge=1, le=200)]
-Offset = Annotated[int, Query(ge=0, le=1_000_000)]
+Limit = Annotated[int, Query(ge=1, le=LIMIT_MAX)]
+Offset = Annotated[int, Query(ge=0, le=OFFSET_MAX)]
 
 
 _bearer = HTTPBearer(auto_error=False, description="the runner token: `Authorization: Bearer $KERNELWIKI_RUNNER_TOKEN`")

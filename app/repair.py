@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from app.errors import index_path
+from app.evidence.ingest import parse_record
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -91,7 +93,13 @@ def rebuild_sqlite(url: str) -> list[str]:
             by_origin: dict[str, list[dict[str, Any]]] = {}
             for record, origin in records:
                 by_origin.setdefault(origin, []).append(record)
-            inserted = sum(store.evidence.add(group, origin=origin).inserted for origin, group in by_origin.items())
+            # Records the damaged index had already accepted, stored before the wiki is reindexed: so not put to
+            # `accept`'s snippet check again (no snippet is indexed yet); only their shape is checked.
+            now = datetime.now(UTC)
+            inserted = sum(
+                store.evidence.store([r for r, _ in map(parse_record, group) if r is not None], origin, now).inserted
+                for origin, group in by_origin.items()
+            )
         finally:
             store.engine.dispose()
         lines.append(f"{path}: {inserted} evidence records recovered from the damaged index")

@@ -9,25 +9,27 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlencode
 
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col
 
+from app.cache import LRU
 from app.evidence.claims import claim_problems, facts_from_public
 from app.evidence.measured_claims import with_measurements
 from app.evidence.status import StatusIndex, build_status_index, data_version
 from app.evidence.store import EvidenceStore, page_evidence_text
 from app.index.build import IndexReport, reindex
-from app.index.db import chunks, create_schema, index_generation, make_engine
+from app.index.db import create_schema, index_generation, make_engine
 from app.index.facets import FILTER_FACETS
+from app.index.filters import FilterProblem, Filters, normalize_arch
+from app.index.graph import GRAPH_LIMIT, graph
+from app.index.listing import list_pages, page_facets
 from app.index.models import (
     AliasRow,
     DiagnosticRow,
@@ -43,56 +45,14 @@ from app.schemas import (
     LinkPublic,
     PageList,
     PagePublic,
-    PageSummary,
     SearchPublic,
     SectionPublic,
 )
 from app.search import SearchEngine
-from snippets.architectures import family
 from snippets.snippet import NEVER_BUILT_MODES
 
-
-@dataclass(frozen=True)
-class Filters:
-    """Filters shared by search and page listing; None means 'any'."""
-
-    type: str | None = None
-    arch: str | None = None  # any spelling; matched by family (sm90a ≡ sm90)
-    tag: str | None = None
-    language: str | None = None
-    confidence: str | None = None
-    technique: str | None = None  # the facets of app.index.facets.FILTER_FACETS, case-insensitive
-    hardware_feature: str | None = None
-    kernel_type: str | None = None
-
-    def as_params(self) -> dict[str, str]:
-        return {k: v for k, v in self.__dict__.items() if v}
-
-
-@dataclass(frozen=True)
-class FilterProblem:
-    """A filter value that matches no page, with the values that exist (an API answers 422 with it)."""
-
-    parameter: str
-    value: str
-    allowed: list[str]
-
-    @property
-    def message(self) -> str:
-        shown = ", ".join(self.allowed[:50]) + (", …" if len(self.allowed) > 50 else "")
-        return f"{self.parameter}: there is no value '{self.value}'; allowed: {shown or '(none in this wiki)'}"
-
-
-GRAPH_LIMIT = 150
 LISTING_CACHE_SIZE = 256
 T = TypeVar("T")
-"""Nodes a graph answer holds by default: the most-linked pages, or a page's neighbourhood."""
-
-
-def _normalize_arch(value: str) -> str:
-    from snippets.architectures import normalize_architecture
-
-    return family(normalize_architecture(value))
 
 
 class Store:
@@ -110,8 +70,7 @@ class Store:
         self.engine: Engine = make_engine(url, pool_size=pool_size, max_overflow=max_overflow, pool_timeout=pool_timeout)
         self.evidence = EvidenceStore(self.engine)
         self._status_lock = threading.Lock()
-        self._listing_lock = threading.Lock()
-        self._listing_cache: OrderedDict[Any, Any] = OrderedDict()  # facets and graph answers per generation
+        self._listing_cache: LRU[Any] = LRU(LISTING_CACHE_SIZE)  # facets and graph answers, keyed by index generation
         self._status_index: StatusIndex | None = None
         self.search_engine = search_engine or SearchEngine()
 
@@ -147,35 +106,6 @@ class Store:
         return report
 
     # -- filters ---------------------------------------------------------------
-
-    @staticmethod
-    def _filter_sql(filters: Filters, column: str = "page_id") -> tuple[str, dict[str, str]]:
-        parts: list[str] = []
-        params: dict[str, str] = {}
-        if filters.type:
-            parts.append(f"{column} IN (SELECT id FROM page WHERE type = :f_type)")
-            params["f_type"] = filters.type
-        if filters.confidence:
-            parts.append(f"{column} IN (SELECT id FROM page WHERE confidence = :f_conf)")
-            params["f_conf"] = filters.confidence
-        if filters.arch:
-            parts.append(f"{column} IN (SELECT page_id FROM architecture WHERE family = :f_arch)")
-            params["f_arch"] = _normalize_arch(filters.arch)
-        if filters.tag:
-            parts.append(f"{column} IN (SELECT page_id FROM tag WHERE lower(tag) = lower(:f_tag))")
-            params["f_tag"] = filters.tag
-        if filters.language:
-            parts.append(f"{column} IN (SELECT page_id FROM language WHERE lower(language) = lower(:f_lang) OR language = '*')")
-            params["f_lang"] = filters.language
-        for name, field in FILTER_FACETS.items():
-            value = getattr(filters, name)
-            if value:
-                parts.append(
-                    f"{column} IN (SELECT page_id FROM facet WHERE facet = :f_{name}_field AND lower(value) = lower(:f_{name}))"
-                )
-                params[f"f_{name}_field"] = field
-                params[f"f_{name}"] = value
-        return "".join(" AND " + p for p in parts), params
 
     def filter_problems(self, filters: Filters, conn: Connection | None = None) -> list[FilterProblem]:
         """Filter values no page can have (type, arch, confidence, the facets), each with the values allowed."""
@@ -241,7 +171,7 @@ class Store:
                 self.search_engine.sync(conn)
         terms = {k: v.lower() if k in ("tag", "language", *FILTER_FACETS) else v for k, v in filters.as_params().items()}
         if filters.arch:
-            terms["arch"] = _normalize_arch(filters.arch)
+            terms["arch"] = normalize_arch(filters.arch)
         return self.search_engine.search(query[:max_chars], terms, filters.as_params(), limit=limit, offset=offset, facets=facets)
 
     # -- snippet statuses ------------------------------------------------------
@@ -263,92 +193,18 @@ class Store:
     def list_pages(
         self, filters: Filters, limit: int = 50, offset: int = 0, conn: Connection | None = None, facets: bool = True
     ) -> PageList:
-        """One window of the filtered pages, ordered by type and title: paged, counted and faceted in SQL."""
-        filter_sql, params = self._filter_sql(filters, column="id")
-        where = "WHERE 1=1" + filter_sql
+        """One window of the filtered pages, ordered by type and title: paged, counted and faceted in SQL (app/index/listing.py)."""
         with self.connection(conn) as conn:
-            total = conn.execute(text(f"SELECT count(*) FROM page {where}"), params).scalar() or 0
-            # The window's ids first, walking ix_page_listing in order (on SQLite `+id` keeps the planner from
-            # probing the primary key once per filtered page and sorting them all), then only the window's rows.
-            walk = "WHERE 1=1" + self._filter_sql(filters, column="+id" if conn.dialect.name == "sqlite" else "id")[0]
-            ids = [
-                r[0]
-                for r in conn.execute(
-                    text(f"SELECT id FROM page {walk} ORDER BY type, title, id LIMIT :lim OFFSET :off"),
-                    {**params, "lim": limit, "off": offset},
-                )
-            ]
-            by_id = (
-                {
-                    r.id: r
-                    for r in conn.execute(
-                        select(
-                            col(PageRow.id),
-                            col(PageRow.title),
-                            col(PageRow.type),
-                            col(PageRow.path),
-                            col(PageRow.meta),
-                            col(PageRow.confidence),
-                        ).where(col(PageRow.id).in_(ids))
-                    )
-                }
-                if ids
-                else {}
-            )
-            rows = [by_id[i] for i in ids if i in by_id]
-            counts = self.page_facets(conn, filters) if facets else {}
-        pages = []
-        for r in rows:
-            meta = json.loads(r.meta)
-            pages.append(
-                PageSummary(
-                    id=r.id,
-                    title=r.title,
-                    type=r.type,
-                    path=r.path,
-                    architectures=meta.get("architectures", []),
-                    tags=meta.get("tags", []),
-                    confidence=r.confidence,
-                )
-            )
-        next_q = urlencode({**filters.as_params(), "limit": limit, "offset": offset + limit}) if offset + limit < total else None
-        return PageList(total=total, limit=limit, offset=offset, next=next_q, pages=pages, facets=counts)
+            return list_pages(conn, filters, limit, offset, (lambda: self.page_facets(conn, filters)) if facets else None)
 
     def page_facets(self, conn: Connection, filters: Filters) -> dict[str, dict[str, int]]:
         """Type, architecture family and top-30 tag counts of the filtered pages (GROUP BY in SQL),
         kept per index generation: they change only when the wiki does."""
-        return self._per_generation(conn, ("facets", filters), lambda: self._page_facets(conn, filters))
-
-    def _page_facets(self, conn: Connection, filters: Filters) -> dict[str, dict[str, int]]:
-        filter_sql, params = self._filter_sql(filters, column="id")
-        within = f" WHERE page_id IN (SELECT id FROM page WHERE 1=1{filter_sql})" if filter_sql else ""
-        types = conn.execute(
-            text(f"SELECT type, count(*) AS n FROM page WHERE 1=1{filter_sql} GROUP BY type ORDER BY n DESC, type"), params
-        )
-        archs = conn.execute(
-            text(
-                f"SELECT family, count(DISTINCT page_id) AS n FROM architecture{within} GROUP BY family ORDER BY n DESC, family"
-            ),
-            params,
-        )
-        tags = conn.execute(
-            text(f"SELECT tag, count(*) AS n FROM tag{within} GROUP BY tag ORDER BY n DESC, tag LIMIT 30"), params
-        )
-        return {"type": dict(types.all()), "arch": dict(archs.all()), "tag": dict(tags.all())}
+        return self._per_generation(conn, ("facets", filters), lambda: page_facets(conn, filters))
 
     def _per_generation(self, conn: Connection, key: Any, make: Callable[[], T]) -> T:
         """`make()` once per index generation and key (a small LRU; the answers are small)."""
-        full = (index_generation(conn), key)
-        with self._listing_lock:
-            if full in self._listing_cache:
-                self._listing_cache.move_to_end(full)
-                return self._listing_cache[full]
-        value = make()
-        with self._listing_lock:
-            self._listing_cache[full] = value
-            while len(self._listing_cache) > LISTING_CACHE_SIZE:
-                self._listing_cache.popitem(last=False)
-        return value
+        return self._listing_cache.get_or_make((index_generation(conn), key), make)
 
     def page_by_path(self, path: str, conn: Connection | None = None) -> str | None:
         with self.connection(conn) as conn:
@@ -465,91 +321,7 @@ class Store:
         `total_nodes`/`total_edges` count the whole graph. Answers are kept per index generation.
         """
         with self.connection(conn) as conn:
-            return self._per_generation(conn, ("graph", page, depth, limit), lambda: self._graph(conn, page, depth, limit))
-
-    def _graph(self, conn: Connection, page: str | None, depth: int, limit: int) -> dict[str, Any]:
-        total_nodes = conn.execute(select(func.count(col(PageRow.id)))).scalar() or 0
-        total_edges = conn.execute(select(func.count(col(LinkRow.id))).where(col(LinkRow.resolved).is_(True))).scalar() or 0
-        if page is not None:
-            chosen = [page] if conn.execute(select(col(PageRow.id)).where(col(PageRow.id) == page)).scalar() else []
-            frontier = set(chosen)
-            for _ in range(depth if chosen else 0):
-                if not frontier or len(chosen) >= limit:
-                    break
-                found: set[str] = set()
-                for chunk in chunks(sorted(frontier), 500):
-                    found |= {
-                        r[0]
-                        for r in conn.execute(
-                            select(col(LinkRow.target_id)).where(
-                                col(LinkRow.resolved).is_(True), col(LinkRow.source_id).in_(chunk)
-                            )
-                        )
-                    }
-                    found |= {
-                        r[0]
-                        for r in conn.execute(
-                            select(col(LinkRow.source_id)).where(
-                                col(LinkRow.resolved).is_(True), col(LinkRow.target_id).in_(chunk)
-                            )
-                        )
-                    }
-                frontier = found - set(chosen)
-                chosen += sorted(frontier)[: limit - len(chosen)]
-        else:
-            chosen = []
-        ends = (
-            select(col(LinkRow.source_id).label("pid"))
-            .where(col(LinkRow.resolved).is_(True))
-            .union_all(select(col(LinkRow.target_id).label("pid")).where(col(LinkRow.resolved).is_(True)))
-            .subquery()
-        )
-        degree = select(ends.c.pid, func.count().label("degree")).group_by(ends.c.pid).subquery()
-        stmt = select(
-            col(PageRow.id), col(PageRow.title), col(PageRow.type), func.coalesce(degree.c.degree, 0).label("degree")
-        ).outerjoin(degree, degree.c.pid == PageRow.id)
-        if page is not None:  # degrees of the chosen pages only, through the link indexes
-            out_degree = (
-                select(func.count())
-                .where(col(LinkRow.resolved).is_(True), col(LinkRow.source_id) == col(PageRow.id))
-                .scalar_subquery()
-            )
-            in_degree = (
-                select(func.count())
-                .where(col(LinkRow.resolved).is_(True), col(LinkRow.target_id) == col(PageRow.id))
-                .scalar_subquery()
-            )
-            near = select(col(PageRow.id), col(PageRow.title), col(PageRow.type), (out_degree + in_degree).label("degree"))
-            rows = (
-                []
-                if not chosen
-                else [r for chunk in chunks(chosen, 500) for r in conn.execute(near.where(col(PageRow.id).in_(chunk)))]
-            )
-            order = {pid: i for i, pid in enumerate(chosen)}
-            rows.sort(key=lambda r: order[r.id])
-        else:
-            rows = list(conn.execute(stmt.order_by(func.coalesce(degree.c.degree, 0).desc(), col(PageRow.id)).limit(limit)))
-        ids = [r.id for r in rows]
-        edges = []
-        if ids:
-            edges = [
-                {"source": r.source_id, "target": r.target_id, "kind": r.kind}
-                for r in conn.execute(
-                    select(col(LinkRow.source_id), col(LinkRow.target_id), col(LinkRow.kind))
-                    .where(col(LinkRow.resolved).is_(True), col(LinkRow.source_id).in_(ids), col(LinkRow.target_id).in_(ids))
-                    .order_by(col(LinkRow.id))
-                )
-            ]
-        nodes = [{"id": r.id, "title": r.title, "type": r.type, "degree": int(r.degree)} for r in rows]
-        return {
-            "nodes": nodes,
-            "edges": edges,
-            "page": page,
-            "depth": depth if page is not None else None,
-            "limit": limit,
-            "total_nodes": total_nodes,
-            "total_edges": total_edges,
-        }
+            return self._per_generation(conn, ("graph", page, depth, limit), lambda: graph(conn, page, depth, limit))
 
     def health(self, conn: Connection | None = None) -> dict[str, Any]:
         with self.connection(conn) as conn:

@@ -150,12 +150,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     args = parser.parse_args()
 
+    from app.index.filters import Filters
     from app.index.pages import load_wiki
     from app.index.perf import ClaimFilters, list_claims
     from app.index.repository_queries import VIEWS, view_data
     from app.main import open_store
     from app.settings import Settings
-    from app.store import Filters
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "repo"

@@ -4,7 +4,7 @@ Rendering `/llms-full.txt` costs every page's Markdown (at 5,000 pages 45-50 s o
 so a process renders each document once per *version*: `/llms.txt` per index generation (it lists
 pages), `/llms-full.txt` per data version (it also carries each snippet's evidence, so a posted record
 changes it). Requests that arrive while a version is being rendered wait for that one rendering
-instead of starting their own (cachetools' `condition`).
+instead of starting their own (app/cache.py's `LRU(wait=True)`).
 
 The base URL comes from the request's `Host`, which any client chooses: a document is rendered once
 with a placeholder origin and the request's origin is put in when it is sent, so a new `Host` costs a
@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
-import cachetools
+from app.cache import LRU
 
 RENDERED_DOCUMENTS = 4
 """Documents a process keeps: both documents of the current version, and the previous ones while requests that
@@ -50,23 +49,17 @@ class RenderedDocuments:
     """The rendered agent documents of one app (`app.state.agent_documents`)."""
 
     def __init__(self, size: int = RENDERED_DOCUMENTS) -> None:
-        lock = threading.Lock()
         self.renderings = 0  # documents rendered by this process (tests and benchmarks read it)
-        self._get = cachetools.cached(
-            cachetools.LRUCache(maxsize=size),
-            key=lambda key, _render: key,
-            lock=lock,
-            condition=threading.Condition(lock),
-        )(self._render)
+        self._documents: LRU[Rendered] = LRU(size, wait=True)
 
-    def _render(self, _key: Hashable, render: Callable[[str], str]) -> Rendered:
+    def _render(self, render: Callable[[str], str]) -> Rendered:
         body = render(PLACEHOLDER_ORIGIN).encode()
         self.renderings += 1
         return Rendered(body, hashlib.sha256(body).hexdigest())
 
     def get(self, key: Hashable, render: Callable[[str], str]) -> Rendered:
         """The document for `key` (its name and version), rendered by `render(origin)` when this process has none."""
-        return self._get(key, render)
+        return self._documents.get_or_make(key, lambda: self._render(render))
 
 
 def matches(if_none_match: str | None, etag: str) -> bool:

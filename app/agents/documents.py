@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from app.agents.markdown import description, page_markdown, page_url, status_legend
+from app.index.filters import Filters
 from app.schemas import PageSummary
-from app.store import Filters, Store
+from app.store import Store
 
 TITLE = "kernelwiki"
 SUMMARY = (

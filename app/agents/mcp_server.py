@@ -34,8 +34,9 @@ from app.agents.documents import page_document
 from app.agents.markdown import UnknownSection, page_url, snippet_line, status_legend
 from app.errors import error_body
 from app.evidence.store import HISTORY_LIMIT, HISTORY_MAX_LIMIT, HistoryKey
+from app.index.filters import Filters
 from app.settings import Settings
-from app.store import Filters, Store
+from app.store import Store
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

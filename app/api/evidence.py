@@ -9,7 +9,7 @@ matched against the index's snippets. A post is stored whole or not at all.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
@@ -17,15 +17,13 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from app.deps import SettingsDep, StoreDep, require_runner_token
-from app.evidence.ingest import EvidenceIn, JSONProblem, parse_json, parse_record
+from app.evidence.ingest import EvidenceIn, JSONProblem, parse_json
 from app.schemas import ErrorAnswer
 
 router = APIRouter(prefix="/api", tags=["evidence"])
 MAX_RECORDS_PER_POST = 5000
 CLOSE = {"Connection": "close"}
 """On a refused upload: the server closes the connection instead of draining the rest of the body."""
-FUTURE_SLACK = timedelta(days=1)
-"""A record may be stamped this far ahead of the service's clock (skew), no further: a far-future time would stay 'newest'."""
 
 
 class EvidenceReceipt(BaseModel):
@@ -93,22 +91,10 @@ async def post_evidence(request: Request, store: StoreDep, settings: SettingsDep
         raise HTTPException(422, "the body must be a JSON array of evidence records")
     if len(raw) > MAX_RECORDS_PER_POST:
         raise HTTPException(413, f"at most {MAX_RECORDS_PER_POST} records per request")
-    records: list[EvidenceIn] = []
-    problems: list[str] = []
-    for n, item in enumerate(raw):
-        record, problem = parse_record(item)
-        if record is None:
-            problems.append(f"record {n}: {problem}")
-        elif record.timestamp > received_at + FUTURE_SLACK:
-            problems.append(f"record {n} ({record.record_id}): field 'timestamp': {record.stamp} is in the future")
-        else:
-            records.append(record)
-    if problems:
-        raise HTTPException(422, problems[:100])
-    mismatched = await run_in_threadpool(store.evidence.mismatches, records)
-    if mismatched:
-        raise HTTPException(422, mismatched[:100])
-    result = await run_in_threadpool(store.evidence.add, records, "request", received_at)
+    acceptance = await run_in_threadpool(store.evidence.accept, raw, received_at, True)  # the one acceptance rule
+    if acceptance.refused:
+        raise HTTPException(422, [f.message() for f in acceptance.refused[:100]])
+    result = await run_in_threadpool(store.evidence.store, acceptance.records, "request", received_at)
     return EvidenceReceipt(
         inserted=result.inserted, duplicates=result.duplicates, received_at=received_at.isoformat(), errors=result.errors
     )

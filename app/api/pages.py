@@ -7,8 +7,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 
 from app.deps import ConnDep, FiltersDep, Limit, Offset, StoreDep
+from app.index.graph import GRAPH_LIMIT
 from app.schemas import PageList, PagePublic, PageSummary
-from app.store import GRAPH_LIMIT
 
 router = APIRouter(prefix="/api", tags=["pages"])
 

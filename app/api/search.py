@@ -2,19 +2,37 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import logging
+from typing import Annotated, cast
 
 from fastapi import APIRouter, FastAPI, Query, Request
 from starlette.datastructures import QueryParams
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.agents.budget import MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, budgeted
-from app.deps import ConnDep, FacetsDep, FiltersDep, Limit, Offset, SettingsDep, StoreDep, request_connection
+from app.deps import (
+    FILTER_NAMES,
+    LIMIT_MAX,
+    OFFSET_MAX,
+    PARAMETER_MAX_CHARS,
+    ConnDep,
+    FacetsDep,
+    FiltersDep,
+    Limit,
+    Offset,
+    SettingsDep,
+    StoreDep,
+    request_connection,
+)
+from app.index.filters import Filters
 from app.schemas import SearchPublic
 from app.search import parse_facets
-from app.store import Filters
 
 router = APIRouter(prefix="/api", tags=["search"])
+log = logging.getLogger("kernelwiki")
+LIMIT_DEFAULT = 20
+"""Results per answer when the request names no `limit` (the declared route and the lean path)."""
 
 
 @router.get("/search", response_model=SearchPublic)
@@ -26,7 +44,7 @@ async def search(
     filters: FiltersDep,
     facets: FacetsDep,
     q: Annotated[str, Query(description="free text; GPU identifiers such as cp.async.bulk are words")] = "",
-    limit: Limit = 20,
+    limit: Limit = LIMIT_DEFAULT,
     offset: Offset = 0,
     budget_tokens: Annotated[
         int | None,
@@ -55,12 +73,12 @@ async def search(
 # ~50 us without it. `LeanSearch` is a pure ASGI middleware that answers the common request itself (GET, valid
 # integers in range, known filter values, no budget): parameters parsed once, one connection from the same bounded
 # checkout, the answer serialised once by pydantic. Every other request (a parameter FastAPI would refuse, a
-# repeated parameter, `budget_tokens`, an unknown filter value, no index yet, any error) goes on to the app, so the
-# declared route answers it exactly as before (and its error shape), and that route is what the OpenAPI schema
-# describes.
+# repeated parameter, `budget_tokens`, an unknown filter value, no index yet) goes on to the app, so the declared
+# route answers it exactly as before (and its error shape), and that route is what the OpenAPI schema describes.
+# The bounds, the filter names and the length cap are app/deps.py's, which the declared route's parameters use too.
+# An error while the lean path answers is logged and answered once, by the app's own handlers (the one error
+# shape): the search is never run a second time.
 
-FILTER_NAMES = ("type", "arch", "tag", "language", "confidence", "technique", "hardware_feature", "kernel_type")
-_FILTER_MAX = 100
 _KNOWN = frozenset(("q", "limit", "offset", "budget_tokens", "facets", *FILTER_NAMES))
 PATH = "/api/search"
 
@@ -86,9 +104,9 @@ def lean_params(query_string: bytes) -> tuple[str, Filters, int, int, tuple[str,
             values[key] = value
     if "budget_tokens" in values:
         return None
-    limit = _integer(values.get("limit"), 20, 1, 200)
-    offset = _integer(values.get("offset"), 0, 0, 1_000_000)
-    if limit is None or offset is None or len(values.get("facets", "")) > _FILTER_MAX:
+    limit = _integer(values.get("limit"), LIMIT_DEFAULT, 1, LIMIT_MAX)
+    offset = _integer(values.get("offset"), 0, 0, OFFSET_MAX)
+    if limit is None or offset is None or len(values.get("facets", "")) > PARAMETER_MAX_CHARS:
         return None
     try:
         facets = parse_facets(values.get("facets", ""))
@@ -97,7 +115,7 @@ def lean_params(query_string: bytes) -> tuple[str, Filters, int, int, tuple[str,
     chosen: dict[str, str | None] = {}
     for name in FILTER_NAMES:
         given = values.get(name)
-        if given is not None and len(given) > _FILTER_MAX:
+        if given is not None and len(given) > PARAMETER_MAX_CHARS:
             return None
         chosen[name] = given or None
     return values.get("q", ""), Filters(**chosen), limit, offset, facets
@@ -111,7 +129,12 @@ class LeanSearch:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "GET" and scope["path"] == PATH:
-            body = await lean_answer(scope)
+            try:
+                body = await lean_answer(scope)
+            except Exception as exc:  # answered once, as the app answers any error there (never searched again)
+                response = await _error_answer(scope, exc)
+                await response(scope, receive, send)
+                return
             if body is not None:
                 headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -129,17 +152,24 @@ async def lean_answer(scope: Scope) -> bytes | None:
         return None
     q, filters, limit, offset, facets = parsed
     max_chars = app.state.settings.search_max_query_chars  # type: ignore[union-attr]  # store is None when app is
-    try:
-        if filters.as_params() or store.search_engine.due():  # the database is asked something: one connection
-            async with request_connection(Request(scope), store) as conn:
-                if store.filter_problems(filters, conn=conn):
-                    return None  # the declared route names them in its 422
-                result = store.search(q, filters, limit=limit, offset=offset, max_chars=max_chars, conn=conn, facets=facets)
-        else:  # nothing to ask the database: no connection at all
-            result = store.search(q, filters, limit=limit, offset=offset, max_chars=max_chars, facets=facets, sync=False)
-    except Exception:  # e.g. the database went away: the declared route meets it again and answers with the app's handlers
-        return None
+    if filters.as_params() or store.search_engine.due():  # the database is asked something: one connection
+        async with request_connection(Request(scope), store) as conn:
+            if store.filter_problems(filters, conn=conn):
+                return None  # the declared route names them in its 422
+            result = store.search(q, filters, limit=limit, offset=offset, max_chars=max_chars, conn=conn, facets=facets)
+    else:  # nothing to ask the database: no connection at all
+        result = store.search(q, filters, limit=limit, offset=offset, max_chars=max_chars, facets=facets, sync=False)
     return result.model_dump_json().encode()
+
+
+async def _error_answer(scope: Scope, exc: Exception) -> Response:
+    """The app's answer to `exc` (its exception handlers: the one error shape, a damaged index's 503), logged once."""
+    log.warning("search failed on %s: %s: %s", PATH, type(exc).__name__, exc)
+    handlers = getattr(scope.get("app"), "exception_handlers", {})
+    handler = next((handlers[cls] for cls in type(exc).__mro__ if cls in handlers), None)
+    if handler is None:
+        raise exc  # no app handlers (not a FastAPI app): the server's own error answer
+    return cast(Response, await handler(Request(scope), exc))
 
 
 def install(app: FastAPI) -> None:

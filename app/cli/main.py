@@ -238,8 +238,8 @@ def search(
     """Search the index (indexing first when needed)."""
     from rich.text import Text
 
+    from app.index.filters import Filters
     from app.search.text import plain
-    from app.store import Filters
 
     settings = settings_for(wiki, db)
     store = open_store(settings)
@@ -382,6 +382,7 @@ def evidence_import(
         out.print(
             f"{path}: {result.inserted} new, {result.duplicates} already present, {len(result.errors)} rejected", highlight=False
         )
+    store.engine.dispose()  # its pooled connections closed now, not left to the garbage collector
     if bad:
         raise typer.Exit(1)
 

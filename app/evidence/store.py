@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
 from app.evidence.ingest import EvidenceIn, JSONProblem, canonical_stamp, parse_json, parse_record
+from app.index.db import chunks
 from app.index.models import EvidenceRow, SnippetRow, table_of
 from app.schemas import EvidencePublic, SnippetPublic
 from runner import diagnostics, status as status_rules
@@ -37,6 +38,32 @@ class ImportResult:
     inserted: int = 0  # new records written
     duplicates: int = 0  # records already present (same record_id)
     errors: list[str] = field(default_factory=list)  # 'file:line: error: …' for rejected records
+
+
+FUTURE_SLACK = timedelta(days=1)
+"""A record may be stamped this far ahead of the service's clock (skew), no further: a far-future time would stay 'newest'."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why one record was refused: its position in what was offered (0-based), its id when it parsed, the reason."""
+
+    position: int
+    record_id: str | None
+    reason: str
+
+    def message(self) -> str:
+        """As `POST /api/evidence` names it: 'record N (id): reason'."""
+        return f"record {self.position}" + (f" ({self.record_id})" if self.record_id else "") + f": {self.reason}"
+
+
+@dataclass
+class Acceptance:
+    """What `EvidenceStore.accept` made of the records offered."""
+
+    records: list[EvidenceIn]  # the accepted ones, in the order offered
+    positions: list[int]  # each accepted record's position in what was offered
+    refused: list[Refusal]  # the others, in the order offered
 
 
 HISTORY_LIMIT = 20
@@ -98,24 +125,57 @@ class EvidenceStore:
     def count(self, conn: Connection) -> int:
         return conn.execute(select(func.count(col(EvidenceRow.record_id)))).scalar() or 0
 
-    def add(self, records: list[Any], origin: str = "request", received_at: datetime | None = None) -> ImportResult:
-        """Store well-formed records once each; malformed ones are reported, the rest still stored.
+    def accept(self, items: list[Any], received_at: datetime, whole: bool = False) -> Acceptance:
+        """The one acceptance rule for evidence (POST, `evidence import`, start-up loading, `verify`).
 
-        Each record is checked by `EvidenceIn` (already parsed ones are taken as they are) and
-        stored with its timestamp in sortable UTC form, the time the service received it, and
-        where it came from (`origin`: "request", "verify" or the file).
+        A record is accepted when it passes `EvidenceIn` (records already parsed are taken as they are), is
+        stamped no later than `received_at + FUTURE_SLACK`, and names a snippet the index has, on the page
+        the index has it on. `whole=True` (a post, refused whole): once a record is malformed the index is
+        not asked about the snippets (the post is refused on those grounds alone).
         """
-        result = ImportResult()
-        good: dict[str, EvidenceIn] = {}
-        for i, raw in enumerate(records, 1):
+        accepted: list[EvidenceIn] = []
+        positions: list[int] = []
+        refused: list[Refusal] = []
+        for n, raw in enumerate(items):
             record, problem = (raw, None) if isinstance(raw, EvidenceIn) else parse_record(raw)
             if record is None:
-                result.errors.append(f"{origin}:{i}: error: {problem}")
+                refused.append(Refusal(n, None, problem or "not a record"))
+            elif record.timestamp > received_at + FUTURE_SLACK:
+                refused.append(Refusal(n, record.record_id, f"field 'timestamp': {record.stamp} is in the future"))
             else:
-                good.setdefault(record.record_id, record)
+                accepted.append(record)
+                positions.append(n)
+        if whole and refused:
+            return Acceptance([], [], refused)
+        unfit = self._mismatches(accepted)
+        if not any(unfit):
+            return Acceptance(accepted, positions, refused)
+        refused += [Refusal(n, r.record_id, why) for n, r, why in zip(positions, accepted, unfit, strict=True) if why]
+        kept = [(n, r) for n, r, why in zip(positions, accepted, unfit, strict=True) if not why]
+        return Acceptance([r for _, r in kept], [n for n, _ in kept], sorted(refused, key=lambda f: f.position))
+
+    def add(self, records: list[Any], origin: str = "request", received_at: datetime | None = None) -> ImportResult:
+        """Store the records `accept` accepts, once each; refused ones are reported ('origin:N: error: …'), the rest stored.
+
+        Each is stored with its timestamp in sortable UTC form, the time the service received it, and
+        where it came from (`origin`: "request", "verify" or the file).
+        """
+        received_at = received_at or datetime.now(UTC)
+        acceptance = self.accept(records, received_at)
+        result = ImportResult(errors=[f"{origin}:{f.position + 1}: error: {f.reason}" for f in acceptance.refused])
+        return self.store(acceptance.records, origin, received_at, result)
+
+    def store(
+        self, records: list[EvidenceIn], origin: str, received_at: datetime, result: ImportResult | None = None
+    ) -> ImportResult:
+        """Write accepted records (`accept`'s), once each by `record_id`; the counts go into `result`."""
+        result = result or ImportResult()
+        good: dict[str, EvidenceIn] = {}
+        for record in records:
+            good.setdefault(record.record_id, record)
         if not good:
             return result
-        received = canonical_stamp(received_at or datetime.now(UTC))
+        received = canonical_stamp(received_at)
         with (self.writer or self.engine).begin() as conn:
             present: set[str] = set()
             ids = list(good)
@@ -148,9 +208,9 @@ class EvidenceStore:
         return result
 
     def import_jsonl(self, path: Path) -> ImportResult:
-        """Import one JSONL file; bad lines are reported with their line number."""
+        """Import one JSONL file; lines `accept` refuses are reported as 'file:line: error: why', the rest stored."""
         records: list[Any] = []
-        errors: list[str] = []
+        errors: list[tuple[int, str]] = []  # (line, why)
         try:
             lines = Path(path).read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
@@ -163,16 +223,12 @@ class EvidenceStore:
                 records.append(parse_json(line))
                 index.append(n)
             except JSONProblem as exc:
-                errors.append(f"{path}:{n}: error: {exc}")
-        result = self.add(records, origin=str(path))
-        # Map record positions back to file lines for the messages.
-        fixed = []
-        for msg in result.errors:
-            head, _, rest = msg.partition(": error: ")
-            pos = int(head.rsplit(":", 1)[1])
-            fixed.append(f"{path}:{index[pos - 1]}: error: {rest}")
-        result.errors = errors + fixed
-        return result
+                errors.append((n, str(exc)))
+        received_at = datetime.now(UTC)
+        acceptance = self.accept(records, received_at)
+        errors += [(index[f.position], f.reason) for f in acceptance.refused]
+        result = ImportResult(errors=[f"{path}:{n}: error: {why}" for n, why in sorted(errors)])
+        return self.store(acceptance.records, str(path), received_at, result)
 
     def load_dir(self, folder: Path) -> ImportResult:
         """Import every `*.jsonl` under a folder (the committed evidence)."""
@@ -184,26 +240,24 @@ class EvidenceStore:
             total.errors += r.errors
         return total
 
-    def mismatches(self, records: list[EvidenceIn]) -> list[str]:
-        """Records that do not fit the index: an unknown snippet id, or a page id other than the snippet's."""
+    def _mismatches(self, records: list[EvidenceIn]) -> list[str | None]:
+        """Per record, why it does not fit the index (an unknown snippet id, or a page other than the snippet's), or None."""
         wanted = sorted({r.snippet_id for r in records})
         pages: dict[str, str] = {}
         with self.engine.connect() as conn:
-            for i in range(0, len(wanted), 500):
-                chunk = wanted[i : i + 500]
+            for chunk in chunks(wanted, 500):
                 pages.update(
                     (sid, pid)
                     for sid, pid in conn.execute(select(SnippetRow.id, SnippetRow.page_id).where(col(SnippetRow.id).in_(chunk)))
                 )
-        problems: list[str] = []
-        for n, r in enumerate(records):
-            if r.snippet_id not in pages:
-                problems.append(f"record {n} ({r.record_id}): no snippet '{r.snippet_id}' in the index")
-            elif pages[r.snippet_id] != r.page_id:
-                problems.append(
-                    f"record {n} ({r.record_id}): snippet '{r.snippet_id}' is on page '{pages[r.snippet_id]}', not '{r.page_id}'"
-                )
-        return problems
+        return [
+            f"no snippet '{r.snippet_id}' in the index"
+            if r.snippet_id not in pages
+            else f"snippet '{r.snippet_id}' is on page '{pages[r.snippet_id]}', not '{r.page_id}'"
+            if pages[r.snippet_id] != r.page_id
+            else None
+            for r in records
+        ]
 
     def export_jsonl(self, out: Any, origin: str | None = None) -> int:
         """Write every stored record (or those of one origin, e.g. "request") as JSONL to `out`, oldest first.

@@ -120,20 +120,12 @@ class SearchEngine(SyncedIndex):
         facets = tuple(name for name in FACETS if name in facets)
         window = Window(" ".join(query.lower().split()), tuple(sorted(filters.items())), limit, offset, facets)
         key = (window, self.generation)
-        if self.cache_size > 0:
-            with self._cache_lock:
-                cached = self._cache.get(key)
-                if cached is not None:
-                    self._cache.move_to_end(key)
-            if cached is not None:
-                return cached.model_copy(update={"took_ms": round((time.perf_counter() - started) * 1000, 3)})
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached.model_copy(update={"took_ms": round((time.perf_counter() - started) * 1000, 3)})
         answer = self._search(query, filters, params, limit, offset, facets)
         answer.took_ms = round((time.perf_counter() - started) * 1000, 3)
-        if self.cache_size > 0:
-            with self._cache_lock:
-                self._cache[key] = answer
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
+        self._cache.put(key, answer)
         return answer.model_copy()  # callers may set top-level fields (the API's `context`): never on the cached one
 
     def _search(

@@ -23,7 +23,6 @@ import json
 import math
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 from sqlmodel import col
 
+from app.cache import LRU
 from app.index.db import chunks, index_generation
 from app.index.facets import FILTER_FACETS
 from app.index.models import PageRow, SectionRow
@@ -184,8 +184,7 @@ class SyncedIndex:
         self._writers = 0  # reindexes of this process under way (`writing`)
         self._writers_lock = threading.Lock()
         self._lock = threading.Lock()
-        self._cache_lock = threading.Lock()
-        self._cache: OrderedDict[tuple[Any, ...], SearchPublic] = OrderedDict()
+        self._cache: LRU[SearchPublic] = LRU(cache_size)  # answers, keyed with the generation they were made for
         self._hashes: dict[str, str] = {}
         self._page_no: dict[str, int] = {}  # page id → its number (a fast field of the page and of its sections)
         # What a result shows of a page and of a section, by number, in memory: reading it from tantivy's compressed
@@ -247,8 +246,7 @@ class SyncedIndex:
                 self._apply(conn, sorted(current) if rebuild else changed, removed, rebuild)
                 self._hashes = current
             self.generation = generation
-            with self._cache_lock:
-                self._cache.clear()
+            self._cache.clear()
 
     def _apply(self, conn: Connection, changed: list[str], removed: list[str], rebuild: bool) -> None:
         replaced = list(self._sections_of) if rebuild else [self._page_no[p] for p in changed + removed if p in self._page_no]

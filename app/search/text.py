@@ -18,12 +18,12 @@ in the text itself, and identifier terms (with '.', '::' or '_'), which
 
 from __future__ import annotations
 
-import functools
 import html
 import re
 import unicodedata
 from collections.abc import Iterator
 
+from app.cache import memoized
 from snippets.architectures import family, normalize_architecture
 
 WORD_PATTERN = r"\w+(?:(?:\.|::)\w+)*"
@@ -174,7 +174,7 @@ def _marked(token: str, wanted: frozenset[str]) -> bool:
     return False
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(1024)
 def _finder(wanted: frozenset[str], ignore_case: bool) -> re.Pattern[str]:
     terms = "|".join(re.escape(w) for w in sorted(wanted, key=len, reverse=True))
     return re.compile(terms, re.IGNORECASE) if ignore_case else re.compile(terms)

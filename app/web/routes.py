@@ -13,8 +13,8 @@ from fastapi.responses import RedirectResponse, Response
 
 from app.deps import ConnDep, Offset, SettingsDep, StoreDep
 from app.index.db import index_generation
+from app.index.filters import Filters
 from app.search import FACETS
-from app.store import Filters
 from app.web.graph import GRAPH_NODES, layout
 from app.web.respond import html_page
 from app.web.state import web_state

@@ -16,8 +16,9 @@ from sqlalchemy.engine import Connection
 from app.evidence import status as evidence_status
 from app.evidence.status import StatusIndex
 from app.index.db import index_generation
+from app.index.filters import Filters
 from app.schemas import PageList, PagePublic, PageSummary, SearchPublic, SearchResult, SnippetPublic
-from app.store import Filters, Store
+from app.store import Store
 from app.web import queries
 from app.web.badges import STATUS_ORDER, SnippetEvidence, TargetEvidence, rank, snippet_evidence, target_evidence
 from app.web.filters import safe_url

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from app.cache import LRU
-from app.store import Filters
+from app.index.filters import Filters
 from app.web.render import highlight_code
 from app.web.state import WebState
 

@@ -112,6 +112,35 @@ def test_unknown_snippets_and_wrong_pages_are_refused_by_name(live) -> None:
     assert live.post("/api/evidence", json={"record_id": "r1"}, headers=AUTH).status_code == 422  # not an array
 
 
+def test_evidence_import_refuses_what_post_refuses_naming_the_file_and_line(live, settings, tmp_path) -> None:
+    """One acceptance rule: `kernelwiki evidence import` refuses a record dated 2999 and one for a snippet the index
+    lacks (or puts on another page), each named by file and line, and stores the good lines; POST refuses the same."""
+    from typer.testing import CliRunner
+
+    from app.cli.main import cli
+
+    far = rec(record_id="far", timestamp="2999-01-01T00:00:00Z")
+    ghost = rec(record_id="ghost", snippet_id="ghost:1", page_id="ghost")
+    elsewhere = rec(record_id="elsewhere", page_id="hw-tmem")
+    for bad, why in ((far, "is in the future"), (ghost, "no snippet 'ghost:1'"), (elsewhere, "is on page 'hw-tma'")):
+        response = live.post("/api/evidence", json=[bad], headers=AUTH)
+        assert response.status_code == 422 and why in detail(response)
+    jsonl = tmp_path / "mixed.jsonl"
+    jsonl.write_text("\n".join(json.dumps(r) for r in (rec(record_id="fine"), far, ghost, elsewhere)) + "\n")
+    result = CliRunner().invoke(cli, ["evidence", "import", str(jsonl), "--wiki", str(settings.wiki), "--db", settings.db])
+    said = "".join(result.output.split())  # as printed, less the console's wrapping (it may break a long path)
+    assert result.exit_code == 1, result.output
+    for line in (
+        f"{jsonl}:2: error: field 'timestamp': 2999-01-01",
+        f"{jsonl}:3: error: no snippet 'ghost:1' in the index",
+        f"{jsonl}:4: error: snippet 'hw-tma:1' is on page 'hw-tma', not 'hw-tmem'",
+        "1 new, 0 already present, 3 rejected",
+    ):
+        assert "".join(line.split()) in said, line
+    ids = [r["record_id"] for r in live.get("/api/snippets/hw-tma:1/evidence").json()["records"]]
+    assert ids == ["fine"]  # the good line was stored, none of the refused ones
+
+
 def test_long_output_keeps_head_and_tail_and_long_messages_are_cut(live) -> None:
     lines = "".join(f"line {i}\n" for i in range(200_000))  # ~1.5 MB
     one_line = "z" * 300_000

@@ -6,7 +6,8 @@ import threading
 import time
 from pathlib import Path
 
-from app.store import Filters, Store
+from app.index.filters import Filters
+from app.store import Store
 
 
 def test_unchanged_wiki_reparses_nothing(store, wiki_dir: Path) -> None:

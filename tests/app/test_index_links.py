@@ -60,7 +60,7 @@ def test_a_page_swapped_for_an_outside_link_after_the_walk_is_never_read(
     assert store.get_page("secret") is None and store.get_page("race-page") is None
     assert "race-page" not in report.added and "secret" not in report.added
     assert any(d.path == "nvidia/race.md" and "links outside the wiki folder" in d.message for d in report.diagnostics)
-    from app.store import Filters
+    from app.index.filters import Filters
 
     assert store.search("hunter2", Filters()).total == 0
 

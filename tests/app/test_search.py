@@ -6,8 +6,8 @@ import time
 
 import pytest
 
+from app.index.filters import Filters
 from app.search import FACETS
-from app.store import Filters
 from tests.app.hostile_input import HOSTILE
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from typing import Any
 
 import pytest
 
 from app.api.search import LeanSearch, lean_params
-from app.store import Filters
+from app.index.filters import Filters
 
 TOOK = re.compile(rb'"took_ms":[0-9.e+-]+')
 
@@ -112,11 +113,53 @@ def test_lean_path_passes_on_what_only_the_declared_route_answers() -> None:
     ):
         assert asyncio.run(_through_lean(declined)) == "declined", declined
 
-    class Broken:
-        engine = None  # any failure while answering: the declared route meets it and answers with the app's handlers
 
-    State.store = Broken()
-    assert asyncio.run(_through_lean(scope)) == "declined"
+def test_an_error_on_the_lean_path_is_logged_and_answered_once_in_the_one_error_shape(caplog) -> None:  # type: ignore[no-untyped-def]
+    """No silent second run through the declared route: the app's own handler answers the failure, once."""
+    from fastapi import FastAPI
+
+    from app.errors import install_error_handlers
+    from app.settings import Settings
+
+    handled = FastAPI()
+    install_error_handlers(handled)
+
+    class Broken:
+        engine = None  # no search engine either: answering fails
+
+    class State:
+        store = Broken()
+        settings = Settings()
+
+    class App:
+        state = State()
+        exception_handlers = handled.exception_handlers
+
+    scope = {"type": "http", "method": "GET", "path": "/api/search", "query_string": b"q=x", "headers": [], "app": App()}
+    sent: list[dict[str, Any]] = []
+
+    async def run() -> None:
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            sent.append({"type": "declined"})
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request"}
+
+        await LeanSearch(app)(scope, receive, send)
+
+    with caplog.at_level("WARNING", logger="kernelwiki"):
+        asyncio.run(run())
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]  # never passed on to the route
+    assert sent[0]["status"] == 500
+    assert json.loads(sent[1]["body"])["error"] == {
+        "status": 500,
+        "title": "Internal error",
+        "detail": "an unexpected error happened; it has been logged",
+    }
+    assert any("search failed on /api/search: AttributeError" in r.getMessage() for r in caplog.records)
 
 
 def test_lean_path_answers_a_plain_search_itself(store) -> None:  # type: ignore[no-untyped-def]

@@ -133,7 +133,7 @@ def bundled(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
 
 @pytest.mark.parametrize("query,page", QUESTIONS.items())
 def test_the_bundled_wiki_answers_what_users_type(bundled, query: str, page: str) -> None:  # type: ignore[no-untyped-def]
-    from app.store import Filters
+    from app.index.filters import Filters
 
     result = bundled.search(query, Filters())
     assert result.results and result.results[0].id == page, (query, [r.id for r in result.results[:3]])
@@ -143,7 +143,7 @@ def test_the_bundled_wiki_answers_what_users_type(bundled, query: str, page: str
 
 @pytest.mark.parametrize("label", ["sm90a", "SM90", "sm_100a", "sm100a"])
 def test_architecture_labels_as_the_ui_shows_them_find_pages(bundled, label: str) -> None:  # type: ignore[no-untyped-def]
-    from app.store import Filters
+    from app.index.filters import Filters
 
     assert bundled.search(label, Filters()).total >= 5
 
@@ -151,7 +151,7 @@ def test_architecture_labels_as_the_ui_shows_them_find_pages(bundled, label: str
 def test_bundled_hits_always_have_a_section_an_excerpt_and_whole_word_marks(bundled) -> None:  # type: ignore[no-untyped-def]
     import re
 
-    from app.store import Filters
+    from app.index.filters import Filters
 
     for query in list(QUESTIONS) + ["TMA", "sm_100a", "swizzle", "cluster", "fence.proxy.async"]:
         for r in bundled.search(query, Filters(), limit=100).results:

@@ -103,7 +103,8 @@ def test_page_badges_follow_the_evidence(server: Any, client: Any, snippets: lis
     assert "⏸</span> not run: no SM100 GPU" in text
     assert "Resource usage" in text and "registers" in text
     # a newer record for other content makes the target stale; fresh evidence still wins over it
-    server.app.state.store.evidence.add([record(program, "sm_90a", "run", "pass", stale=True, timestamp="2027-01-01T00:00:00Z")])
+    newer = record(program, "sm_90a", "run", "pass", stale=True, timestamp="2026-06-01T00:00:00Z")  # past: not refused as future
+    assert not server.app.state.store.evidence.add([newer]).errors
     assert "✓</span> ran on NVIDIA H200" in client.get("/pages/web-demo").text
 
 

@@ -73,7 +73,8 @@ def test_current_snippets_have_no_failing_evidence() -> None:
 
 def test_the_bundled_wiki_answers_what_users_type(tmp_path: Path) -> None:
     """The user stories: an agent searching `cp.async.bulk` gets the TMA page at a section."""
-    from app.store import Filters, Store
+    from app.index.filters import Filters
+    from app.store import Store
 
     store = Store(f"sqlite:///{tmp_path / 'index.db'}")
     store.create_schema()

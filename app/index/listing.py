@@ -1,0 +1,84 @@
+"""Listing pages: one filtered window of pages, ordered by type and title, paged and counted in SQL, with facet counts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from urllib.parse import urlencode
+
+from sqlalchemy import select, text
+from sqlalchemy.engine import Connection
+from sqlmodel import col
+
+from app.index.filters import Filters, filter_sql
+from app.index.models import PageRow
+from app.schemas import PageList, PageSummary
+
+
+def list_pages(
+    conn: Connection, filters: Filters, limit: int, offset: int, counts: Callable[[], dict[str, dict[str, int]]] | None
+) -> PageList:
+    """One window of the filtered pages, ordered by type and title: paged, counted and faceted in SQL."""
+    where_sql, params = filter_sql(filters, column="id")
+    where = "WHERE 1=1" + where_sql
+    total = conn.execute(text(f"SELECT count(*) FROM page {where}"), params).scalar() or 0
+    # The window's ids first, walking ix_page_listing in order (on SQLite `+id` keeps the planner from
+    # probing the primary key once per filtered page and sorting them all), then only the window's rows.
+    walk = "WHERE 1=1" + filter_sql(filters, column="+id" if conn.dialect.name == "sqlite" else "id")[0]
+    ids = [
+        r[0]
+        for r in conn.execute(
+            text(f"SELECT id FROM page {walk} ORDER BY type, title, id LIMIT :lim OFFSET :off"),
+            {**params, "lim": limit, "off": offset},
+        )
+    ]
+    by_id = (
+        {
+            r.id: r
+            for r in conn.execute(
+                select(
+                    col(PageRow.id),
+                    col(PageRow.title),
+                    col(PageRow.type),
+                    col(PageRow.path),
+                    col(PageRow.meta),
+                    col(PageRow.confidence),
+                ).where(col(PageRow.id).in_(ids))
+            )
+        }
+        if ids
+        else {}
+    )
+    rows = [by_id[i] for i in ids if i in by_id]
+    facet_counts = counts() if counts is not None else {}
+    pages = []
+    for r in rows:
+        meta = json.loads(r.meta)
+        pages.append(
+            PageSummary(
+                id=r.id,
+                title=r.title,
+                type=r.type,
+                path=r.path,
+                architectures=meta.get("architectures", []),
+                tags=meta.get("tags", []),
+                confidence=r.confidence,
+            )
+        )
+    next_q = urlencode({**filters.as_params(), "limit": limit, "offset": offset + limit}) if offset + limit < total else None
+    return PageList(total=total, limit=limit, offset=offset, next=next_q, pages=pages, facets=facet_counts)
+
+
+def page_facets(conn: Connection, filters: Filters) -> dict[str, dict[str, int]]:
+    """Type, architecture family and top-30 tag counts of the filtered pages (GROUP BY in SQL)."""
+    where_sql, params = filter_sql(filters, column="id")
+    within = f" WHERE page_id IN (SELECT id FROM page WHERE 1=1{where_sql})" if where_sql else ""
+    types = conn.execute(
+        text(f"SELECT type, count(*) AS n FROM page WHERE 1=1{where_sql} GROUP BY type ORDER BY n DESC, type"), params
+    )
+    archs = conn.execute(
+        text(f"SELECT family, count(DISTINCT page_id) AS n FROM architecture{within} GROUP BY family ORDER BY n DESC, family"),
+        params,
+    )
+    tags = conn.execute(text(f"SELECT tag, count(*) AS n FROM tag{within} GROUP BY tag ORDER BY n DESC, tag LIMIT 30"), params)
+    return {"type": dict(types.all()), "arch": dict(archs.all()), "tag": dict(tags.all())}
