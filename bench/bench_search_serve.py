@@ -202,7 +202,8 @@ def memory(proc: subprocess.Popen, base: str, queries: list[str]) -> dict[str, d
     for q in queries:
         httpx.get(f"{base}/api/search", params={"q": q, "limit": 10}, timeout=30)
     found = {"base": memory_mb(proc.pid)}
-    for n, pid in enumerate(p for p in children(proc.pid) if "kernelwiki" in Path(f"/proc/{p}/cmdline").read_text()):
+    workers = [p for p in children(proc.pid) if "resource_tracker" not in Path(f"/proc/{p}/cmdline").read_text()]
+    for n, pid in enumerate(workers):
         found[f"worker {n + 1}"] = memory_mb(pid)
     return found
 
