@@ -219,7 +219,8 @@ class SyncedIndex:
         self._lock = threading.Lock()
         self._cache_lock = threading.Lock()
         self._cache: OrderedDict[tuple[Any, ...], SearchPublic] = OrderedDict()
-        self._held: IO[str] | None = None  # the shared lock on the generation folder open here (`HostFolder.hold`)
+        self._held: list[IO[str]] = []  # the shared lock on the generation folder open here (`HostFolder.hold`)
+        weakref.finalize(self, _release, self._held)  # let go of it with the engine
         self._folder: str | None = None  # its name
         self._words: tuple[Any, dict[str, _Word]] = (None, {})  # (the searcher they were read from, word → `_Word`)
         self.generation: int | None = None
@@ -300,7 +301,6 @@ class SyncedIndex:
             held = folder.hold(pointer.folder)
             if held is None:
                 return False
-            weakref.finalize(self, held.close)  # let go of the generation with the engine (closing twice is harmless)
             path = folder.root / pointer.folder
             pages, sections, words = (_Tantivy.open(path / name) for name in INDEXES)
             values = pages.searcher.aggregate(
@@ -308,9 +308,8 @@ class SyncedIndex:
             )
             self.pages, self.sections, self.words = pages, sections, words
             self.values = {name: sorted(b["key"] for b in values[name]["buckets"]) for name in FILTER_FIELDS}
-            previous, self._held, self._folder = self._held, held, pointer.folder
-            if previous is not None:
-                previous.close()  # searches still holding its searchers keep its memory maps
+            previous, self._held[:], self._folder = list(self._held), [held], pointer.folder
+            _release(previous)  # searches still holding its searchers keep its memory maps
         self.generation = pointer.generation
         with self._cache_lock:
             self._cache.clear()
@@ -384,6 +383,12 @@ class SyncedIndex:
         searcher = pages.finish()
         sections.finish()
         _write_words(path / "words", searcher)
+
+
+def _release(held: list[IO[str]]) -> None:
+    """Close the generation locks in `held` (the folders may then be removed by the next publish)."""
+    for handle in held:
+        handle.close()
 
 
 def _add_page(pages: Any, sections: Any, number: int, row: Any, rows: list[Any]) -> None:
