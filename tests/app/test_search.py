@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import time
 import shutil
+import time
 from pathlib import Path
 
 import pytest
