@@ -21,7 +21,7 @@ from fastapi import FastAPI
 from app.agents import install_agents
 from app.api import artifacts, docs, evidence, health, pages, repository, search, snippets
 from app.errors import broken_index_line, install_error_handlers
-from app.search import SearchEngine
+from app.search import SearchEngine, search_dir_for
 from app.settings import Settings
 from app.shutdown import quiet_cancellations
 from app.store import Store
@@ -71,7 +71,12 @@ def open_store(settings: Settings, read_only: bool = False) -> Store:
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
         pool_timeout=settings.db_pool_timeout_s,
-        search_engine=SearchEngine(settings.search_cache_size, settings.search_typo_budget_s, settings.search_refresh_s),
+        search_engine=SearchEngine(
+            settings.search_cache_size,
+            settings.search_typo_budget_s,
+            settings.search_refresh_s,
+            directory=settings.search_dir or search_dir_for(settings.db),
+        ),
     )
     if not read_only:
         store.create_schema()

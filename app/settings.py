@@ -24,6 +24,9 @@ class Settings(BaseSettings):
     search_max_query_chars: int = 2000  # longer queries are cut (never an error)
     search_cache_size: int = 1024  # search answers kept per process, keyed by query, filters, paging and index generation; 0 turns the cache off (benchmarks of uncached search)
     search_refresh_s: float = 1.0  # how often a serving process asks the database whether another process reindexed (its own reindexes show at once); 0 = on every search
+    search_dir: Path | None = (
+        None  # the host's on-disk full-text index (generation folders, shared by every serving process); unset: beside an SQLite file (`<file>.search`), or .kernelwiki/search/<host>-<port>-<database> for PostgreSQL
+    )
     search_typo_budget_s: float = (
         0.04  # most time a query with no hits spends correcting typos (then it answers with what it has)
     )

@@ -48,7 +48,7 @@ from app.schemas import (
     SearchPublic,
     SectionPublic,
 )
-from app.search import SearchEngine
+from app.search import SearchEngine, search_dir_for
 from snippets.snippet import NEVER_BUILT_MODES
 
 LISTING_CACHE_SIZE = 256
@@ -72,7 +72,7 @@ class Store:
         self._status_lock = threading.Lock()
         self._listing_cache: LRU[Any] = LRU(LISTING_CACHE_SIZE)  # facets and graph answers, keyed by index generation
         self._status_index: StatusIndex | None = None
-        self.search_engine = search_engine or SearchEngine()
+        self.search_engine = search_engine or SearchEngine(directory=search_dir_for(url))
 
     @contextmanager
     def connection(self, conn: Connection | None = None) -> Iterator[Connection]:
@@ -94,8 +94,8 @@ class Store:
     def reindex(self, root: Path, force: bool = False, full_text: bool = True) -> IndexReport:
         """Reindex the wiki into SQL, then bring this process's full-text index in line (changed pages only).
 
-        `full_text=False` for a process that will not search (the CLI's `index`): each serving
-        process builds its own full-text index from the SQL rows, so building one here is waste.
+        `full_text=False` for a process that will not search (the CLI's `index`): the first serving
+        process builds the host's full-text index from the SQL rows (app/search/sync.py).
         """
         if not full_text:
             return reindex(self.engine, root, force=force)

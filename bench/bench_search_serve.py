@@ -49,7 +49,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.bench_index import generate  # noqa: E402
-from bench.proc import wait_idle  # noqa: E402
+from bench.proc import children, memory_mb, wait_idle  # noqa: E402
 
 HOT = [
     "wgmma",
@@ -194,6 +194,20 @@ def drive(
     return results
 
 
+def memory(proc: subprocess.Popen, base: str, queries: list[str]) -> dict[str, dict[str, float]]:  # type: ignore[type-arg]
+    """Resident memory of the serving process and of each worker, after `queries` searched (pages of the index touched).
+
+    Each query is asked on a connection of its own, so the kernel spreads them over the workers.
+    """
+    for q in queries:
+        httpx.get(f"{base}/api/search", params={"q": q, "limit": 10}, timeout=30)
+    found = {"base": memory_mb(proc.pid)}
+    workers = [p for p in children(proc.pid) if "resource_tracker" not in Path(f"/proc/{p}/cmdline").read_text()]
+    for n, pid in enumerate(workers):
+        found[f"worker {n + 1}"] = memory_mb(pid)
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pages", type=int, default=10_000)
@@ -204,11 +218,16 @@ def main() -> None:
     parser.add_argument(
         "--workers", default="1", help="comma-separated `serve --workers` counts for the uncached rows (e.g. 1,2)"
     )
+    parser.add_argument(
+        "--memory-only",
+        action="store_true",
+        help="only the memory of `serve --workers N` (each count of --workers) after 2,000 distinct queries; no wrk, no Datasette",
+    )
     args = parser.parse_args()
-    if shutil.which("wrk") is None:
+    if not args.memory_only and shutil.which("wrk") is None:
         sys.exit("wrk is not installed (apt install wrk)")
     datasette = Path(sys.executable).with_name("datasette")
-    if not datasette.exists():
+    if not args.memory_only and not datasette.exists():
         sys.exit("Datasette is not installed in this environment: pip install 'datasette>=0.64,<1' (or the [bench] extra)")
 
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -252,7 +271,7 @@ def main() -> None:
 
         counts = [int(w) for w in args.workers.split(",")]
         servers = [("kernelwiki" if w == 1 else f"kernelwiki x{w} workers", "0", w) for w in counts]
-        for label, cache, workers in [*servers, ("kernelwiki cached", "1024", 1)]:
+        for label, cache, workers in servers if args.memory_only else [*servers, ("kernelwiki cached", "1024", 1)]:
             proc = subprocess.Popen(
                 [str(KW_BIN), "serve", "--port", str(args.port), "--workers", str(workers)],
                 env={**env, "KERNELWIKI_SEARCH_CACHE_SIZE": cache, "KERNELWIKI_ACCESS_LOG": "false"},
@@ -262,6 +281,14 @@ def main() -> None:
             try:
                 wait_until(base + "/api/search?q=warp", 600, proc)
                 wait_idle(proc.pid)
+                if args.memory_only:
+                    used = memory(proc, base, stream[:2000])
+                    for name, m in used.items():
+                        print(
+                            f"{label:22} {name:9} rss {m['rss_mb']:7.1f} MB  pss {m['pss_mb']:7.1f} MB  private {m['private_mb']:7.1f} MB"
+                        )
+                    figures[label] = {"memory": used}  # type: ignore[dict-item]
+                    continue
                 figures[label] = drive(
                     label, base, kw_files, script, args.seconds, runs if cache == "0" else [("hot", 8), ("hot", 64)]
                 )
@@ -307,6 +334,10 @@ def main() -> None:
                 finally:
                     stop(proc)
 
+    if args.memory_only:
+        if args.json:
+            args.json.write_text(json.dumps({"pages": args.pages, "index_s": round(index_s, 1), "figures": figures}, indent=2))
+        return
     print(
         "\n| server | workload | conns | kernelwiki req/s | p50 ms | p99 ms | errors | Datasette req/s | p50 ms | p99 ms | errors | ratio |"
     )

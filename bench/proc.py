@@ -43,3 +43,24 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def children(pid: int) -> list[int]:
+    """The live child processes of `pid` (the workers of `serve --workers`, and multiprocessing's helpers)."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+def memory_mb(pid: int) -> dict[str, float]:
+    """A process's resident memory in MB: all of it (rss), its proportional share of pages shared with other processes
+    (pss: the index's memory maps count once over the processes that map them) and what only it holds (private)."""
+    fields: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+        name, value, *_ = line.split()
+        fields[name.rstrip(":")] = int(value)  # kB
+    private = fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)
+    return {
+        "rss_mb": round(fields["Rss"] / 1024, 1),
+        "pss_mb": round(fields["Pss"] / 1024, 1),
+        "private_mb": round(private / 1024, 1),
+    }

@@ -63,10 +63,16 @@ def postgres_url(postgres_admin_url: str) -> Iterator[str]:
     admin = create_engine(postgres_admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
-    yield postgres_admin_url.rsplit("/", 1)[0] + "/" + name
+    url = postgres_admin_url.rsplit("/", 1)[0] + "/" + name
+    yield url
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
+    from app.search import search_dir_for
+
+    search_dir = search_dir_for(url)
+    if search_dir is not None:
+        shutil.rmtree(search_dir, ignore_errors=True)  # the database's full-text index folder (.kernelwiki/search/…)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -81,7 +81,7 @@ def index(
             out.print(line, highlight=False, markup=False, soft_wrap=True)
     store = open_store(settings)
     with index_errors(settings):
-        report = store.reindex(settings.wiki, force=force or rebuild, full_text=False)  # servers build their own
+        report = store.reindex(settings.wiki, force=force or rebuild, full_text=False)  # a server builds the full-text index
         loaded = store.evidence.load_dir(settings.evidence)
     from app.main import queue_changed_snippets
 

@@ -1,5 +1,6 @@
-"""Full-text search over the SQL index: the tantivy engine and the text rules of indexing and querying."""
+"""Full-text search over the SQL index: the tantivy engine, its on-disk generations and the text rules of indexing and querying."""
 
 from app.search.engine import FACETS, SearchEngine, parse_facets
+from app.search.folder import search_dir_for
 
-__all__ = ["FACETS", "SearchEngine", "parse_facets"]
+__all__ = ["FACETS", "SearchEngine", "parse_facets", "search_dir_for"]

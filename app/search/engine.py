@@ -327,9 +327,10 @@ class SearchEngine(SyncedIndex):
     ) -> list[SearchResult]:
         if not window:
             return []
-        numbers = searcher.fast_field_values("page_no", [addr for _score, addr in window])
-        pages = [(score, self._page_of(searcher, addr, no)) for (score, addr), no in zip(window, numbers, strict=True)]
-        ids = [p["id"] for _, p in pages]
+        addrs = [addr for _score, addr in window]
+        numbers = searcher.fast_field_values("page_no", addrs)
+        pages = [(score, json.loads(bytes(searcher.doc(addr)["data"][0]))) for score, addr in window]
+        ids = {no: p["id"] for (_, p), no in zip(pages, numbers, strict=True) if isinstance(no, int)}
         best = self._best_sections(ids, words, read)
         out = []
         for score, page in pages:
@@ -372,39 +373,38 @@ class SearchEngine(SyncedIndex):
             for term, weight in variants[ALL] + variants.get(SECTION_SOURCE[name], [])
         ]
 
-    def _best_sections(self, ids: list[str], words: list[str], read: dict[str, _Word]) -> dict[str, dict[str, str]]:
-        """Each page's best-matching section, or its first section with text."""
+    def _best_sections(self, numbered: dict[int, str], words: list[str], read: dict[str, _Word]) -> dict[str, dict[str, str]]:
+        """Each page's best-matching section, or its first section with text (`numbered`: page number → id)."""
         searcher = self.sections.searcher  # one searcher throughout: a reindex may replace the attribute meanwhile
         schema = self.sections.schema
+        ids = list(numbered.values())
         pages = _any_of(schema, "page_id", ids)
         best: dict[str, dict[str, str]] = {}
         if words:
             found = searcher.search(self._section_query(pages, words, read), limit=len(ids) * 16, count=False)
-            self._choose(searcher, found, ids, best)
-        missing = [pid for pid in ids if pid not in best]
+            self._choose(searcher, found, numbered, best)
+        missing = {no: pid for no, pid in numbered.items() if pid not in best}
         if missing:
             lead = (tantivy.Occur.Must, tantivy.Query.term_query(schema, "lead", "1"))
-            within = (tantivy.Occur.Must, pages if len(missing) == len(ids) else _any_of(schema, "page_id", missing))
+            within = (
+                tantivy.Occur.Must,
+                pages if len(missing) == len(ids) else _any_of(schema, "page_id", list(missing.values())),
+            )
             found = searcher.search(tantivy.Query.boolean_query([within, lead]), limit=len(missing), count=False)
             self._choose(searcher, found, missing, best)
         return best
 
-    def _choose(self, searcher: Any, found: Any, ids: list[str], best: dict[str, dict[str, str]]) -> None:
-        """The first (best) hit of each page of `ids` among sections `found` by `searcher`, into `best` (by number)."""
-        addrs = [addr for _score, addr in found.hits]
-        pages = {self._page_no[pid]: pid for pid in ids if pid in self._page_no}
-        page_nos = searcher.fast_field_values("page_no", addrs)
-        section_nos = searcher.fast_field_values("section_no", addrs)
-        for addr, page_no, section_no in zip(addrs, page_nos, section_nos, strict=True):
-            pid = pages.get(page_no) if isinstance(page_no, int) else None  # both are integer fields
-            if pid is not None and pid not in best:
-                data = self._section_data.get(section_no) if isinstance(section_no, int) else None
-                best[pid] = _unpack_section(data if data is not None else searcher.doc(addr)["data"][0])
+    def _choose(self, searcher: Any, found: Any, numbered: dict[int, str], best: dict[str, dict[str, str]]) -> None:
+        """The first (best) hit of each page of `numbered` among sections `found` by `searcher`, into `best`.
 
-    def _page_of(self, searcher: Any, addr: Any, number: Any) -> dict[str, Any]:
-        """What a result shows of the page at `addr` (number `number`): from memory, or tantivy's store (see __init__)."""
-        data = self._page_data.get(number) if isinstance(number, int) else None
-        return data if data is not None else json.loads(bytes(searcher.doc(addr)["data"][0]))
+        Page numbers stay with their pages across generations (app/search/sync.py), so the
+        numbers read from the page searcher name the same pages in the section searcher.
+        """
+        addrs = [addr for _score, addr in found.hits]
+        for addr, page_no in zip(addrs, searcher.fast_field_values("page_no", addrs), strict=True):
+            pid = numbered.get(page_no) if isinstance(page_no, int) else None
+            if pid is not None and pid not in best:
+                best[pid] = _unpack_section(searcher.doc(addr)["data"][0])
 
 
 def _any_of(schema: Any, field: str, values: list[str]) -> Any:

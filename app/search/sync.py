@@ -1,15 +1,18 @@
-"""The tantivy indexes of the SQL index's pages, and keeping them in line with it (`SyncedIndex`).
+"""The host's tantivy indexes of the SQL index's pages, and keeping them in line with it (`SyncedIndex`).
 
 The SQL index (SQLite or PostgreSQL) is the system of record; this module keeps
-an in-memory tantivy index beside it, one per service process, so both database
-backends answer identically by construction. `SearchEngine.sync` brings it in
-line with the SQL index: it compares the index generation (one small query per
-search) and, when that moved, each page's content hash, and re-adds only the
-pages that changed. A fresh process builds it from the SQL rows at start.
+a tantivy index of it on disk, one per host and database (generation folders,
+app/search/folder.py), built once and memory-mapped read-only by every serving
+process, so both database backends answer identically by construction.
+`SearchEngine.sync` brings a process in line with the SQL index: it compares
+the index generation (one small query per search, at most every `refresh_s`)
+and, when that moved, opens the generation folder published for it, or builds
+one from the previous folder, re-adding only the pages whose content hash or
+path changed, and publishes it for the other processes.
 
 Two tantivy indexes: one document per page (ranked, counted, filtered and
 faceted by app/search/engine.py) and one per section (to name the best section of each returned
-page and cut its excerpt). Each searched text is two fields: its plain words
+page and cut its excerpt), and a word list for typo correction. Each searched text is two fields: its plain words
 (letters and digits, found by tantivy's simple tokenizer, `<field>`) and its
 GPU identifiers as single terms with their suffixes and pieces
 (`<field>_ids`, listed by `app.search.text.index_terms`); a query term is asked of
@@ -21,12 +24,16 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import tantivy
 from sqlalchemy import select
@@ -38,6 +45,7 @@ from app.index.db import chunks, index_generation
 from app.index.facets import FILTER_FACETS
 from app.index.models import PageRow, SectionRow
 from app.schemas import SearchPublic
+from app.search.folder import INDEXES, STATE, HostFolder, Pointer
 from app.search.text import (
     MAX_WORD,
     arch_forms,
@@ -115,7 +123,6 @@ def _section_schema() -> Any:
     sb.add_text_field("page_id", stored=True, tokenizer_name="raw", index_option="basic")
     sb.add_text_field("lead", tokenizer_name="raw", index_option="basic")
     sb.add_unsigned_field("page_no", fast=True)
-    sb.add_unsigned_field("section_no", fast=True)
     for name in SECTION_FIELDS:
         sb.add_text_field(name, tokenizer_name=ANALYZER, index_option="freq")
         sb.add_text_field(name + IDS, tokenizer_name=IDS_ANALYZER, index_option="freq")
@@ -130,12 +137,36 @@ def _word_schema() -> Any:
     return sb.build()
 
 
+SCHEMAS = {"pages": _page_schema, "sections": _section_schema, "words": _word_schema}
 WRITER_HEAP = 512_000_000
 """The writer's memory budget: an upper bound, taken as used (at 10,000 pages the whole process peaked at 191 MB)."""
 
 
 class _Tantivy:
-    """One in-memory tantivy index with its writer and current searcher.
+    """One tantivy index (in memory, or a generation's folder opened for reading) and its current searcher."""
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+        self.index.register_tokenizer(ANALYZER, analyzer())
+        self.index.register_tokenizer(IDS_ANALYZER, identifier_analyzer())
+        self.schema = index.schema
+        self.searcher = index.searcher()
+
+    @classmethod
+    def empty(cls, name: str) -> _Tantivy:
+        """An empty in-memory index: what a process searches before its first sync."""
+        return cls(tantivy.Index(SCHEMAS[name]()))
+
+    @classmethod
+    def open(cls, path: Path) -> _Tantivy:
+        """A published generation's index, read-only: memory-mapped, shared with every process that opens it."""
+        index = tantivy.Index.open(str(path))
+        index.config_reader("Manual", 0)  # a published generation never changes: no watcher thread
+        return cls(index)
+
+
+class _Writer:
+    """A tantivy index being written in a new generation folder.
 
     One indexing thread, so a build makes one segment (each indexing thread
     writes its own, and tantivy-py cannot merge them on request): a search
@@ -144,21 +175,18 @@ class _Tantivy:
     with two threads' work on one).
     """
 
-    def __init__(self, schema: Any) -> None:
-        self.schema = schema
-        self.index = tantivy.Index(schema)
+    def __init__(self, path: Path, name: str, reuse: bool) -> None:
+        self.index = tantivy.Index(SCHEMAS[name](), path=str(path), reuse=reuse)
         self.index.register_tokenizer(ANALYZER, analyzer())
         self.index.register_tokenizer(IDS_ANALYZER, identifier_analyzer())
         self.writer = self.index.writer(heap_size=WRITER_HEAP, num_threads=1)
-        self.searcher = self.index.searcher()
 
-    def commit(self) -> None:
+    def finish(self) -> Any:
+        """Commit, let merges end (nothing may change the folder once published); returns a searcher of the result."""
         self.writer.commit()
+        self.writer.wait_merging_threads()
         self.index.reload()
-        self.searcher = self.index.searcher()
-
-    def reset(self) -> None:
-        self.writer.delete_all_documents()
+        return self.index.searcher()
 
 
 @dataclass(frozen=True)
@@ -171,36 +199,42 @@ class _Word:
 
 
 class SyncedIndex:
-    """The process's tantivy indexes and the state searches read, kept in line with the SQL index; thread-safe.
+    """The host's full-text index of the SQL index as this process reads it, kept in line with it; thread-safe.
 
+    `directory`: the host folder of generations (app/search/folder.py), shared by
+    every process serving the same database; None: a private temporary one.
     `SearchEngine` (app/search/engine.py) adds the searching.
     """
 
-    def __init__(self, cache_size: int = 1024, typo_budget_s: float = 0.04, refresh_s: float = 0.0) -> None:
+    def __init__(
+        self, cache_size: int = 1024, typo_budget_s: float = 0.04, refresh_s: float = 0.0, directory: Path | None = None
+    ) -> None:
         self.cache_size = cache_size
         self.typo_budget_s = typo_budget_s
         self.refresh_s = refresh_s
+        self.directory = directory
         self._checked = -math.inf  # time.monotonic() of the last generation check
         self._writers = 0  # reindexes of this process under way (`writing`)
         self._writers_lock = threading.Lock()
         self._lock = threading.Lock()
         self._cache: LRU[SearchPublic] = LRU(cache_size)  # answers, keyed with the generation they were made for
-        self._hashes: dict[str, str] = {}
-        self._page_no: dict[str, int] = {}  # page id → its number (a fast field of the page and of its sections)
-        # What a result shows of a page and of a section, by number, in memory: reading it from tantivy's compressed
-        # store cost ~10 us a document, 20 documents a search. A search holding an older searcher may meet a number
-        # already dropped here; it then reads the store (`_page_of`, `_choose`).
-        self._page_data: dict[int, dict[str, Any]] = {}
-        self._section_data: dict[int, bytes] = {}  # section number → `_pack_section` data
-        self._sections_of: dict[int, list[int]] = {}  # page number → its section numbers
-        self._next_section = 0
+        self._held: list[IO[str]] = []  # the shared lock on the generation folder open here (`HostFolder.hold`)
+        weakref.finalize(self, _release, self._held)  # let go of it with the engine
+        self._folder: str | None = None  # its name
         self._words: tuple[Any, dict[str, _Word]] = (None, {})  # (the searcher they were read from, word → `_Word`)
         self.generation: int | None = None
-        self.pages = _Tantivy(_page_schema())
-        self.sections = _Tantivy(_section_schema())
-        self.words = _Tantivy(_word_schema())
+        self.pages = _Tantivy.empty("pages")
+        self.sections = _Tantivy.empty("sections")
+        self.words = _Tantivy.empty("words")
         self.values: dict[str, list[str]] = {name: [] for name in FILTER_FIELDS}
         """The values each filter field holds in the index (for 422 answers that list them)."""
+
+    def host_folder(self) -> HostFolder:
+        """The host folder of generations (a private temporary one, made on first use, when none was given)."""
+        if self.directory is None:
+            self.directory = Path(tempfile.mkdtemp(prefix="kernelwiki-search-"))
+            weakref.finalize(self, shutil.rmtree, self.directory, True)
+        return HostFolder(self.directory)
 
     # -- keeping in line with the SQL index -----------------------------------------
 
@@ -226,40 +260,98 @@ class SyncedIndex:
                 self._writers -= 1
 
     def sync(self, conn: Connection) -> None:
-        """Bring the index in line with the SQL index behind `conn` (cheap when the generation did not move)."""
+        """Read the host's generation of the SQL index behind `conn`, building it first if no process has.
+
+        Cheap when the generation did not move. When it moved: open the published
+        generation folder for it, or (under the host lock) build it from the
+        previous one, changed pages only, and publish it. A process's first sync
+        also checks the published folder against the SQL rows (the database may
+        have been made anew since). While one thread syncs, the others keep
+        searching the generation open (no search waits on another's catch-up),
+        except during this process's own reindex (`writing`), when they wait.
+        """
         generation = index_generation(conn) or 0
         self._checked = time.monotonic()
         if generation == self.generation:
             return
-        with self._lock:
+        if not self._lock.acquire(blocking=self.generation is None or self._writers > 0):
+            return  # another thread is catching up: search what is open meanwhile
+        try:
             if generation == self.generation:
                 return
-            # A page's content hash and path: a page is re-added when either changed.
-            current = {
-                pid: f"{h}\0{path}"
-                for pid, h, path in conn.execute(select(col(PageRow.id), col(PageRow.content_hash), col(PageRow.path)))
-            }
-            changed = sorted(pid for pid, h in current.items() if self._hashes.get(pid) != h)
-            removed = sorted(pid for pid in self._hashes if pid not in current)
-            if changed or removed:
-                rebuild = len(changed) + len(removed) > len(current) // 2
-                self._apply(conn, sorted(current) if rebuild else changed, removed, rebuild)
-                self._hashes = current
-            self.generation = generation
-            self._cache.clear()
+            folder = self.host_folder()
+            pointer = folder.pointer()
+            if pointer is not None and pointer.generation == generation and self.generation is not None:
+                if self._open(folder, pointer):
+                    return
+            with folder.locked():
+                pointer = folder.pointer()
+                if pointer is None or pointer.generation != generation or self.generation is None:
+                    pointer = self._publish(conn, folder, generation, pointer)
+                if not self._open(folder, pointer):
+                    raise RuntimeError(f"full-text index generation {pointer.folder} in {folder.root} is incomplete")
+                folder.clean(keep=pointer.folder)
+        finally:
+            self._lock.release()
 
-    def _apply(self, conn: Connection, changed: list[str], removed: list[str], rebuild: bool) -> None:
-        replaced = list(self._sections_of) if rebuild else [self._page_no[p] for p in changed + removed if p in self._page_no]
-        stale = [n for page_no in replaced for n in self._sections_of.pop(page_no, [])]
-        if rebuild:
-            self.pages.reset()
-            self.sections.reset()
+    def _open(self, folder: HostFolder, pointer: Pointer) -> bool:
+        """Search the generation `pointer` names from now on; False when it was removed meanwhile."""
+        if pointer.folder != self._folder:
+            held = folder.hold(pointer.folder)
+            if held is None:
+                return False
+            path = folder.root / pointer.folder
+            pages, sections, words = (_Tantivy.open(path / name) for name in INDEXES)
+            values = pages.searcher.aggregate(
+                tantivy.Query.all_query(), {name: {"terms": {"field": name, "size": 10_000}} for name in FILTER_FIELDS}
+            )
+            self.pages, self.sections, self.words = pages, sections, words
+            self.values = {name: sorted(b["key"] for b in values[name]["buckets"]) for name in FILTER_FIELDS}
+            previous, self._held[:], self._folder = list(self._held), [held], pointer.folder
+            _release(previous)  # searches still holding its searchers keep its memory maps
+        self.generation = pointer.generation
+        self._cache.clear()
+        return True
+
+    def _publish(self, conn: Connection, folder: HostFolder, generation: int, base: Pointer | None) -> Pointer:
+        """The generation for the SQL rows behind `conn`: the published one if it holds them, else a new one built."""
+        # A page's content hash and path: a page is re-added when either changed.
+        current = {
+            pid: f"{h}\0{path}"
+            for pid, h, path in conn.execute(select(col(PageRow.id), col(PageRow.content_hash), col(PageRow.path)))
+        }
+        state = folder.state(base.folder) if base is not None else None
+        if base is not None and state is not None and state["hashes"] == current:
+            pointer = Pointer(base.folder, generation)
         else:
-            for pid in changed + removed:
-                self.pages.writer.delete_documents_by_term("id", pid)
-                self.sections.writer.delete_documents_by_term("page_id", pid)
+            hashes: dict[str, str] = state["hashes"] if state is not None else {}
+            numbers: dict[str, int] = state["page_no"] if state is not None else {}
+            changed = sorted(pid for pid, h in current.items() if hashes.get(pid) != h)
+            removed = sorted(pid for pid in hashes if pid not in current)
+            rebuild = base is None or state is None or len(changed) + len(removed) > len(current) // 2
+            path = folder.new_folder(generation, None if rebuild or base is None else base.folder)
+            self._build(conn, path, sorted(current) if rebuild else changed, [] if rebuild else removed, rebuild, numbers)
+            for pid in removed:
+                numbers.pop(pid, None)
+            state_text = json.dumps({"generation": generation, "hashes": current, "page_no": numbers})
+            (path / STATE).write_text(state_text)
+            pointer = Pointer(path.name, generation)
+        folder.publish(pointer)
+        return pointer
+
+    def _build(
+        self, conn: Connection, path: Path, changed: list[str], removed: list[str], rebuild: bool, numbers: dict[str, int]
+    ) -> None:
+        """Write a generation into `path` (hard links to the previous one unless `rebuild`); `numbers` gains new pages'."""
+        pages = _Writer(path / "pages", "pages", reuse=not rebuild)
+        sections = _Writer(path / "sections", "sections", reuse=not rebuild)
+        for pid in changed + removed:
+            if not rebuild:
+                pages.writer.delete_documents_by_term("id", pid)
+                sections.writer.delete_documents_by_term("page_id", pid)
+        next_no = max(numbers.values(), default=-1) + 1  # numbers stay with their pages across generations
         for chunk in chunks(changed, 500):
-            sections: dict[str, list[Any]] = {}
+            found: dict[str, list[Any]] = {}
             for row in conn.execute(
                 select(
                     col(SectionRow.page_id),
@@ -271,7 +363,7 @@ class SyncedIndex:
                 .where(col(SectionRow.page_id).in_(chunk))
                 .order_by(col(SectionRow.page_id), col(SectionRow.position))
             ):
-                sections.setdefault(row.page_id, []).append(row)
+                found.setdefault(row.page_id, []).append(row)
             for page in conn.execute(
                 select(
                     col(PageRow.id),
@@ -282,104 +374,121 @@ class SyncedIndex:
                     col(PageRow.meta),
                 ).where(col(PageRow.id).in_(chunk))
             ):
-                self._add_page(page, sections.get(page.id, []))
-        self.pages.commit()
-        self.sections.commit()
-        for n in stale:  # only now: searches holding the previous searcher found them until the commit
-            self._section_data.pop(n, None)
-        for pid in removed:
-            self._page_data.pop(self._page_no[pid], None)
-        self._refresh_words()
+                if page.id not in numbers:
+                    numbers[page.id] = next_no
+                    next_no += 1
+                _add_page(pages.writer, sections.writer, numbers[page.id], page, found.get(page.id, []))
+        searcher = pages.finish()
+        sections.finish()
+        _write_words(path / "words", searcher)
 
-    def _add_page(self, row: Any, sections: list[Any]) -> None:
-        meta = json.loads(row.meta)
-        aliases = [str(a) for a in meta.get("aliases") or []]
-        tags = [str(t) for t in meta.get("tags") or []]
-        archs = [str(a) for a in meta.get("architectures") or []]
-        languages = [str(lang) for lang in meta.get("languages") or []]
-        number = self._page_no.setdefault(row.id, len(self._page_no))
+
+def _release(held: list[IO[str]]) -> None:
+    """Close the generation locks in `held` (the folders may then be removed by the next publish)."""
+    for handle in held:
+        handle.close()
+
+
+def _add_page(pages: Any, sections: Any, number: int, row: Any, rows: list[Any]) -> None:
+    """One page's document and its sections' documents, added to the writers `pages` and `sections`."""
+    meta = json.loads(row.meta)
+    aliases = [str(a) for a in meta.get("aliases") or []]
+    tags = [str(t) for t in meta.get("tags") or []]
+    archs = [str(a) for a in meta.get("architectures") or []]
+    languages = [str(lang) for lang in meta.get("languages") or []]
+    doc = tantivy.Document()
+    doc.add_text("id", row.id)
+    _add_searched(doc, "title", f"{row.title} {row.id}")
+    _add_searched(doc, "aliases", "\n".join(aliases))
+    _add_searched(doc, "tags", " ".join(tags + archs))
+    texts: list[tuple[str, str]] = []
+    headings: list[tuple[str, str]] = []
+    lead_done = False
+    for sec in rows:
+        s = _section_doc(row.id, number)
+        lead = not lead_done and bool(sec.text.strip() or sec.heading.strip())
+        lead_done = lead_done or lead
+        s.add_text("lead", "1" if lead else "0")
+        headings.append(_add_searched(s, "heading", sec.heading))
+        texts.append(_add_searched(s, "text", sec.text))
+        s.add_bytes("data", _pack_section(sec.heading or row.title, sec.anchor, sec.text or sec.heading or row.title))
+        sections.add_document(s)
+    if not lead_done:  # a page without text still answers with a section: its title
+        s = _section_doc(row.id, number)
+        s.add_text("lead", "1")
+        s.add_bytes("data", _pack_section(row.title, "", row.title))
+        sections.add_document(s)
+    _add_terms(doc, "headings", headings)
+    _add_terms(doc, "body", texts)
+    doc.add_text("type", row.type)
+    for fam in dict.fromkeys(_family(a) for a in archs):
+        doc.add_text("arch", fam)
+    for tag in dict.fromkeys(t.lower() for t in tags):
+        doc.add_text("tag", tag)
+    for lang in dict.fromkeys(lang.lower() for lang in languages):
+        doc.add_text("language", lang)
+    if row.confidence:
+        doc.add_text("confidence", row.confidence)
+    for name, field in FILTER_FACETS.items():
+        values = meta.get(field)
+        for value in dict.fromkeys(
+            str(v).lower() for v in (values if isinstance(values, list) else [values]) if isinstance(v, (str, int, float))
+        ):
+            doc.add_text(name, value)
+    for alias in dict.fromkeys(a.strip().lower() for a in aliases):
+        doc.add_text("alias_exact", alias)
+    doc.add_text("title_exact", row.title.strip().lower())
+    data = {"id": row.id, "title": row.title, "type": row.type, "path": row.path, "architectures": archs}
+    doc.add_unsigned("page_no", number)
+    doc.add_bytes("data", json.dumps(data).encode())
+    pages.add_document(doc)
+
+
+def _section_doc(page_id: str, page_no: int) -> Any:
+    s = tantivy.Document()
+    s.add_text("page_id", page_id)
+    s.add_unsigned("page_no", page_no)
+    return s
+
+
+def _write_words(path: Path, pages: Any) -> None:
+    """The word list typo correction searches: every alphabetic word of the pages' index with its page count."""
+    counts: dict[str, int] = {}
+    for name in PAGE_FIELDS:
+        for word, n in pages.terms_with_prefix(name, ""):
+            if len(word) >= TYPO_MIN - 1 and word.isalpha():
+                counts[word] = max(n, counts.get(word, 0))
+    words = _Writer(path, "words", reuse=False)
+    for word, n in counts.items():
         doc = tantivy.Document()
-        doc.add_text("id", row.id)
-        _add_searched(doc, "title", f"{row.title} {row.id}")
-        _add_searched(doc, "aliases", "\n".join(aliases))
-        _add_searched(doc, "tags", " ".join(tags + archs))
-        texts: list[tuple[str, str]] = []
-        headings: list[tuple[str, str]] = []
-        lead_done = False
-        numbers = self._sections_of[number] = []
-        for sec in sections:
-            s = self._section_doc(row.id, number, numbers)
-            lead = not lead_done and bool(sec.text.strip() or sec.heading.strip())
-            lead_done = lead_done or lead
-            s.add_text("lead", "1" if lead else "0")
-            headings.append(_add_searched(s, "heading", sec.heading))
-            texts.append(_add_searched(s, "text", sec.text))
-            self._store_section(s, numbers[-1], sec.heading or row.title, sec.anchor, sec.text or sec.heading or row.title)
-        if not lead_done:  # a page without text still answers with a section: its title
-            s = self._section_doc(row.id, number, numbers)
-            s.add_text("lead", "1")
-            self._store_section(s, numbers[-1], row.title, "", row.title)
-        _add_terms(doc, "headings", headings)
-        _add_terms(doc, "body", texts)
-        doc.add_text("type", row.type)
-        for fam in dict.fromkeys(_family(a) for a in archs):
-            doc.add_text("arch", fam)
-        for tag in dict.fromkeys(t.lower() for t in tags):
-            doc.add_text("tag", tag)
-        for lang in dict.fromkeys(lang.lower() for lang in languages):
-            doc.add_text("language", lang)
-        if row.confidence:
-            doc.add_text("confidence", row.confidence)
-        for name, field in FILTER_FACETS.items():
-            values = meta.get(field)
-            for value in dict.fromkeys(
-                str(v).lower() for v in (values if isinstance(values, list) else [values]) if isinstance(v, (str, int, float))
-            ):
-                doc.add_text(name, value)
-        for alias in dict.fromkeys(a.strip().lower() for a in aliases):
-            doc.add_text("alias_exact", alias)
-        doc.add_text("title_exact", row.title.strip().lower())
-        data = {"id": row.id, "title": row.title, "type": row.type, "path": row.path, "architectures": archs}
-        doc.add_unsigned("page_no", number)
-        doc.add_bytes("data", json.dumps(data).encode())
-        self._page_data[number] = data
-        self.pages.writer.add_document(doc)
+        doc.add_text("word", word)
+        doc.add_unsigned("docs", n)
+        words.writer.add_document(doc)
+    words.finish()
 
-    def _section_doc(self, page_id: str, page_no: int, numbers: list[int]) -> Any:
-        """A new section document of a page, numbered (the number appended to `numbers`)."""
-        s = tantivy.Document()
-        s.add_text("page_id", page_id)
-        s.add_unsigned("page_no", page_no)
-        s.add_unsigned("section_no", self._next_section)
-        numbers.append(self._next_section)
-        self._next_section += 1
-        return s
 
-    def _store_section(self, doc: Any, number: int, heading: str, anchor: str, text: str) -> None:
-        data = _pack_section(heading, anchor, text)
-        doc.add_bytes("data", data)
-        self._section_data[number] = data
-        self.sections.writer.add_document(doc)
+FILLER = "\u00b7"
+"""A token no query asks for (a query word never holds '·'), padding an identifier field to its text's length.
 
-    def _refresh_words(self) -> None:
-        """The word list typo correction searches: every alphabetic word of the index with its page count."""
-        counts: dict[str, int] = {}
-        searcher = self.pages.searcher
-        for name in PAGE_FIELDS:
-            for word, n in searcher.terms_with_prefix(name, ""):
-                if len(word) >= TYPO_MIN - 1 and word.isalpha():
-                    counts[word] = max(n, counts.get(word, 0))
-        self.words.reset()
-        for word, n in counts.items():
-            doc = tantivy.Document()
-            doc.add_text("word", word)
-            doc.add_unsigned("docs", n)
-            self.words.writer.add_document(doc)
-        self.words.commit()
-        values = searcher.aggregate(
-            tantivy.Query.all_query(), {name: {"terms": {"field": name, "size": 10_000}} for name in FILTER_FIELDS}
-        )
-        self.values = {name: sorted(b["key"] for b in values[name]["buckets"]) for name in FILTER_FIELDS}
+BM25 divides a term's weight by its field's length. Without padding the length
+of `body_ids` is the number of identifiers a page holds, so the page about
+`tcgen05.ld`, dense in identifiers, lost to a page of prose that names it once
+in a diagram; padded, an identifier field is as long as its text in words, and
+the page using the term throughout ranks first, as it does for plain words.
+"""
+
+
+def _add_ids(doc: Any, name: str, identifiers: str, words: int) -> None:
+    """`identifiers` as field `name` of `doc`, padded with FILLER to `words` tokens (see FILLER)."""
+    doc.add_text(name, identifiers)
+    pad = words - identifiers.count(" ") - 1
+    if pad > 0:
+        doc.add_text(name, (FILLER + " ") * pad)
+
+
+def _length(text: str) -> int:
+    """About how many words `text` holds (spaces and newlines: cheaper than splitting it)."""
+    return text.count(" ") + text.count("\n") + 1
 
 
 def _add_searched(doc: Any, name: str, text: str) -> tuple[str, str]:
@@ -388,16 +497,17 @@ def _add_searched(doc: Any, name: str, text: str) -> tuple[str, str]:
     words = f"{text}\n{plain}" if plain else text
     doc.add_text(name, words)
     if identifiers:
-        doc.add_text(name + IDS, identifiers)
+        _add_ids(doc, name + IDS, identifiers, _length(words))
     return words, identifiers
 
 
 def _add_terms(doc: Any, name: str, parts: list[tuple[str, str]]) -> None:
     """Index several texts already split by `_add_searched` as one searched text `name` (a page's body from its sections)."""
-    doc.add_text(name, "\n".join(words for words, _ids in parts))
+    words = "\n".join(words for words, _ids in parts)
+    doc.add_text(name, words)
     identifiers = " ".join(ids for _words, ids in parts if ids)
     if identifiers:
-        doc.add_text(name + IDS, identifiers)
+        _add_ids(doc, name + IDS, identifiers, _length(words))
 
 
 SECTION_SEPARATOR = "\0"

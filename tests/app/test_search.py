@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import time
+from pathlib import Path
 
 import pytest
 
@@ -196,6 +198,9 @@ def test_a_words_expansions_follow_the_index_they_were_read_from(store, wiki_dir
 
 
 def test_an_edited_page_answers_with_its_new_text_and_what_it_replaced_is_let_go(store, wiki_dir) -> None:
+    engine = store.search_engine
+    counts = (engine.pages.searcher.num_docs, engine.sections.searcher.num_docs)
+    first = engine._folder
     tma = wiki_dir / "nvidia" / "tma.md"
     lead = "The TMA copies tiles between global and shared memory."
     assert lead in tma.read_text()
@@ -203,21 +208,10 @@ def test_an_edited_page_answers_with_its_new_text_and_what_it_replaced_is_let_go
     store.reindex(wiki_dir)
     hit = store.search("wallaby", Filters()).results[0]
     assert hit.id == "hw-tma" and hit.snippet == "The TMA copies <mark>wallaby</mark> tiles between global and shared memory."
-    engine = store.search_engine
-    # One in-memory section per section document: the edited page's old sections were dropped, not kept beside.
-    assert len(engine._section_data) == engine.sections.searcher.num_docs
-    assert len(engine._page_data) == engine.pages.searcher.num_docs
-
-
-def test_a_search_meeting_a_page_or_section_no_longer_in_memory_reads_the_index_store(store) -> None:
-    """A search still holding the searcher from before a reindex may meet numbers already dropped from memory."""
-    queries = ["cp.async.bulk", "tensor memory", "mbarrier parity", "how do I allocate tensor memory"]
-    before = [store.search(q, Filters(), limit=50).results for q in queries]
-    engine = store.search_engine
-    engine._page_data.clear()
-    engine._section_data.clear()
-    engine._cache.clear()
-    assert [store.search(q, Filters(), limit=50).results for q in queries] == before
+    # The edited page's old documents were deleted, not kept beside; the generation it replaced was removed.
+    assert (engine.pages.searcher.num_docs, engine.sections.searcher.num_docs) == counts
+    assert engine._folder != first
+    assert [p.name for p in engine.directory.glob("g*")] == [engine._folder]
 
 
 def test_a_reindex_for_a_process_that_does_not_search_builds_no_full_text_index(db_url: str, wiki_dir) -> None:
@@ -313,3 +307,34 @@ def test_a_serving_engine_asks_for_other_processes_reindexes_at_most_every_refre
     finally:
         reader.engine.dispose()
         writer.engine.dispose()
+
+
+RANKING_WIKI = Path(__file__).resolve().parent.parent / "fixtures" / "ranking_wiki"
+
+
+def _ranked(db_url: str, root: Path, query: str) -> list[str]:
+    from app.store import Store
+
+    store = Store(db_url)
+    try:
+        store.create_schema()
+        store.reindex(root)
+        return ids(store.search(query, Filters()))
+    finally:
+        store.engine.dispose()
+
+
+def test_the_page_whose_subject_a_term_is_ranks_above_one_naming_it_once_in_passing(db_url: str, tmp_path: Path) -> None:
+    """TMA's page names `tcgen05.ld` once, in a diagram; TMEM's uses it throughout its body (no heading names it)."""
+    wiki = tmp_path / "wiki"
+    shutil.copytree(RANKING_WIKI, wiki)
+    tmem = wiki / "hardware" / "tmem.md"
+    assert "tcgen05.ld" not in "".join(line for line in tmem.read_text().splitlines() if line.startswith("#"))
+    assert _ranked(db_url, wiki, "tcgen05.ld") == ["hw-tensor-memory", "hw-tma-unit"]
+    # Named once, but in a heading: the heading's boost ranks it first as well.
+    text = tmem.read_text()
+    body = text.split("# Reading accumulators back")[1].split("# Writing into it")[0]
+    once = text.replace(body, "\n\nThe epilogue reads the accumulator back into registers.\n\n")
+    tmem.write_text(once.replace("# Reading accumulators back", "# Reading accumulators with tcgen05.ld"))
+    assert tmem.read_text().count("tcgen05.ld") == 1
+    assert _ranked(db_url, wiki, "tcgen05.ld") == ["hw-tensor-memory", "hw-tma-unit"]

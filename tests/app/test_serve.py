@@ -380,6 +380,48 @@ def wait_in_flight(server_port: int, client: socket.socket, timeout: float = 15)
     raise AssertionError(f"answered instead of staying in flight: {answer!r}")
 
 
+def _generations(pid: int, search_dir: Path) -> set[str]:
+    """The generation folders of `search_dir` that process `pid` has files of memory-mapped."""
+    try:
+        maps = Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return set()
+    prefix = str(search_dir) + "/"
+    return {
+        Path(line.split(maxsplit=5)[5]).relative_to(search_dir).parts[0]
+        for line in maps.splitlines()
+        if len(line.split(maxsplit=5)) == 6 and line.split(maxsplit=5)[5].startswith(prefix)
+    }
+
+
+def test_workers_share_one_on_disk_full_text_index_and_both_follow_a_reindex(site: Path) -> None:
+    db, search_dir = site / "index.db", site / "index.db.search"
+    server = Served(site, "--db", f"sqlite:///{db}", "--workers", "2", "--watch")
+    try:
+        assert server.listening(120), server.stderr()
+        server.wait_ok(120)
+
+        def mapped(word: str) -> dict[int, set[str]] | None:
+            """Each worker's mapped generations, once two workers map one and a search for `word` finds it."""
+            if httpx.get(server.url + "/api/search", params={"q": word}, timeout=10).json()["total"] == 0:
+                return None
+            children = subprocess.run(["pgrep", "-P", str(server.proc.pid)], capture_output=True, text=True).stdout.split()
+            found = {int(p): _generations(int(p), search_dir) for p in children}
+            found = {pid: g for pid, g in found.items() if g}
+            current = json.loads((search_dir / "CURRENT").read_text())["folder"]
+            return found if len(found) == 2 and all(g == {current} for g in found.values()) else None
+
+        before = _until(60, lambda: mapped("tma"))  # both workers read the one folder the supervisor built
+        (first,) = next(iter(before.values()))
+        assert sorted(p.name for p in search_dir.glob("g*")) == [first]
+        page = site / "wiki" / "quokka.md"
+        page.write_text(PAGE.format(id="quokka-page", title="Quokka page", word="quokka", n=1))
+        after = _until(60, lambda: mapped("quokka"))  # the watcher reindexed: both workers moved to the new generation
+        assert after.keys() == before.keys() and next(iter(after.values())) != {first}
+    finally:
+        assert server.stop() < 5
+
+
 def test_it_stops_within_5s_while_a_request_is_still_running(served: Served) -> None:
     served.wait_ok()
     with socket.create_connection(("127.0.0.1", served.port), timeout=10) as slow:

@@ -1,0 +1,76 @@
+"""The host's on-disk full-text index: where it lives, one build shared by every process, generations let go."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.search import SearchEngine, search_dir_for
+from app.store import Filters, Store
+
+
+def test_the_folder_lies_beside_an_sqlite_file_and_per_database_under_the_data_folder_for_postgresql() -> None:
+    assert search_dir_for("sqlite:////srv/kw/index.db") == Path("/srv/kw/index.db.search")
+    assert search_dir_for("sqlite:///file:/srv/kw/index.db?mode=ro&uri=true") == Path("/srv/kw/index.db.search")
+    assert search_dir_for("sqlite://") is None and search_dir_for("sqlite:///:memory:") is None
+    assert search_dir_for("postgresql+psycopg://kw:secret@db.internal:5433/wiki") == Path(
+        ".kernelwiki/search/db.internal-5433-wiki"
+    )
+
+
+def _generations(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.glob("g*"))
+
+
+def test_processes_share_one_build_and_a_generation_goes_once_nobody_reads_it(
+    db_url: str, wiki_dir: Path, tmp_path: Path
+) -> None:
+    """Two Stores with their own engines on one folder stand for two serving processes."""
+    folder = tmp_path / "search"
+    writer = Store(db_url, search_engine=SearchEngine(directory=folder))
+    reader = Store(db_url, search_engine=SearchEngine(directory=folder))
+    try:
+        writer.create_schema()
+        writer.reindex(wiki_dir)
+        (first,) = _generations(folder)
+        assert reader.search("TMEM", Filters()).results[0].id == "hw-tmem"
+        assert reader.search_engine._folder == first and _generations(folder) == [first]  # opened, not built again
+
+        def edit(word: str) -> None:
+            page = wiki_dir / "ptx.md"
+            page.write_text(page.read_text() + f"\n{word}\n")
+            writer.reindex(wiki_dir)
+
+        edit("wombat")
+        second = writer.search_engine._folder
+        assert second != first and _generations(folder) == sorted([first, second])  # the reader still holds the first
+        assert [r.id for r in reader.search("wombat", Filters()).results] == ["doc-ptx-isa"]  # refresh_s=0: every search asks
+        assert reader.search_engine._folder == second
+        edit("numbat")
+        third = writer.search_engine._folder
+        assert _generations(folder) == sorted([second, third])  # the first went once nobody read it; the reader holds the second
+        assert [r.id for r in reader.search("numbat", Filters()).results] == ["doc-ptx-isa"]
+    finally:
+        reader.engine.dispose()
+        writer.engine.dispose()
+
+
+def test_a_process_starting_on_a_folder_that_does_not_hold_the_databases_rows_rebuilds_it(
+    db_url: str, wiki_dir: Path, tmp_path: Path
+) -> None:
+    """A database made anew starts its generations again: a fresh process checks the pages, not only the number."""
+    folder = tmp_path / "search"
+    first = Store(db_url, search_engine=SearchEngine(directory=folder))
+    try:
+        first.create_schema()
+        first.reindex(wiki_dir)
+        published = first.search_engine._folder
+        state = folder / str(published) / "state.json"
+        state.write_text(state.read_text().replace("hw-tmem", "hw-gone"))  # as if the folder were of another database
+        fresh = Store(db_url, search_engine=SearchEngine(directory=folder))
+        try:
+            assert fresh.search("TMEM", Filters()).results[0].id == "hw-tmem"
+            assert fresh.search_engine._folder != published
+        finally:
+            fresh.engine.dispose()
+    finally:
+        first.engine.dispose()
