@@ -14,6 +14,7 @@ import json
 import multiprocessing
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from sqlalchemy import delete, exists, func, insert, or_, update
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
-from app.index.db import chunks, index_generation
+from app.index.db import bulk_insert, chunks, index_generation
 from app.index.facets import facet_rows
 from app.index.markdown import render
 from app.index.models import (
@@ -38,6 +39,7 @@ from app.index.models import (
     PerformanceClaimRow,
     SectionRow,
     SnippetRow,
+    SnippetTargetRow,
     StateRow,
     TagRow,
 )
@@ -50,7 +52,17 @@ from snippets.diagnostic import Diagnostic
 from snippets.page import Page, PageIds, inside, parse_page
 from snippets.repository import Repository, not_a_page, open_repository, skill_folders
 
-PAGE_TABLES = (AliasRow, TagRow, LanguageRow, ArchitectureRow, SectionRow, SnippetRow, FacetRow, PerformanceClaimRow)
+PAGE_TABLES = (
+    AliasRow,
+    TagRow,
+    LanguageRow,
+    ArchitectureRow,
+    SectionRow,
+    SnippetRow,
+    SnippetTargetRow,
+    FacetRow,
+    PerformanceClaimRow,
+)
 PARALLEL_THRESHOLD = 256
 """Files to parse before the work is spread over processes (start-up costs about half a second)."""
 
@@ -238,21 +250,6 @@ class _Rows:
             rows.clear()
 
 
-def bulk_insert(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
-    """Insert many rows with the driver's executemany: one prepared statement, plain tuples.
-
-    SQLAlchemy's per-row parameter processing cost about as much as SQLite's own work here
-    (a full index inserts ~130,000 rows); every column is text or a number, so nothing needs it.
-    """
-    if not rows:
-        return
-    columns = list(rows[0])
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    sql = f"INSERT INTO {table.__tablename__} ({', '.join(columns)}) VALUES ({', '.join([mark] * len(columns))})"
-    for chunk in chunks(rows, 5000):
-        conn.exec_driver_sql(sql, [tuple(r[c] for c in columns) for r in chunk])
-
-
 def _fast_walk(root: Path, repo: Repository | None = None) -> tuple[dict[str, tuple[str, int, int]], list[Diagnostic]]:
     """(rel path → (path, mtime_ns, size) of every page file, an info line per Markdown file that is not a page).
 
@@ -332,8 +329,16 @@ def _data_files_changed(conn: Connection, digest: int) -> bool:
     return True
 
 
-def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
-    """Bring the index in line with the wiki folder in one transaction (app.search follows it by generation)."""
+Judge = Callable[[Connection, list[str]], None]
+"""Stores the statuses of snippets just written (app/evidence/store.py `EvidenceStore.refresh_statuses`), in the reindex's transaction."""
+
+
+def reindex(engine: Engine, root: Path, force: bool = False, judge: Judge | None = None) -> IndexReport:
+    """Bring the index in line with the wiki folder in one transaction (app.search follows it by generation).
+
+    `judge` is given the ids of every snippet row written (new or edited pages), so their stored statuses
+    follow the code they now hold (records of older code turn stale) in the same transaction.
+    """
     started = time.perf_counter()
     report = IndexReport()
     root = Path(root).resolve()
@@ -424,6 +429,8 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
             if n % 500 == 0:
                 rows.flush(conn)
         rows.flush(conn)
+        if judge is not None:
+            judge(conn, [d["id"] for prep in accepted for d in prep.snippets])
         path_to_id = {p.path: p.id for p in pages}
         file_rows = [
             {
