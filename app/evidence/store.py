@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
 from app.evidence.ingest import EvidenceIn, JSONProblem, canonical_stamp, parse_json, parse_record
-from app.index.db import bulk_insert, chunks
+from app.index.db import bulk_insert, chunks, serialize_status_writers
 from app.index.models import EvidenceRow, SnippetRow, SnippetTargetRow, table_of
 from app.schemas import EvidencePublic, SnippetPublic
 from runner import diagnostics, status as status_rules
@@ -118,6 +118,7 @@ class EvidenceStore:
             return result
         received = canonical_stamp(received_at or datetime.now(UTC))
         with (self.writer or self.engine).begin() as conn:
+            serialize_status_writers(conn)  # the statuses it stores are judged on snippet rows no reindex is replacing
             present: set[str] = set()
             ids = list(good)
             for i in range(0, len(ids), 500):

@@ -24,7 +24,7 @@ from sqlalchemy import delete, exists, func, insert, or_, update
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
-from app.index.db import bulk_insert, chunks, index_generation
+from app.index.db import bulk_insert, chunks, index_generation, serialize_status_writers
 from app.index.facets import facet_rows
 from app.index.markdown import render
 from app.index.models import (
@@ -405,6 +405,8 @@ def reindex(engine: Engine, root: Path, force: bool = False, judge: Judge | None
         # Snippet hashes already indexed (read before the edited pages' rows go): a snippet whose hash is not
         # among them is new code, to be verified (`changed_snippets`). An index-only scan; none on a first index.
         known_hashes = {h for (h,) in conn.exec_driver_sql("SELECT DISTINCT content_hash FROM snippet")} if parsed else set()
+        if touched:
+            serialize_status_writers(conn)  # no evidence insert judges these snippets meanwhile
         _delete_pages(conn, sorted(set(old_ids.values())))
         for chunk in chunks(touched, 500):
             conn.execute(delete(FileRow).where(col(FileRow.path).in_(chunk)))

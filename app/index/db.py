@@ -92,6 +92,22 @@ def chunks(items: list[T], size: int) -> list[list[T]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
+STATUS_WRITERS_LOCK = 260009
+"""The PostgreSQL advisory lock that a reindex and an evidence insert each hold for their transaction."""
+
+
+def serialize_status_writers(conn: Connection) -> None:
+    """Make this transaction wait for any other reindex or evidence insert (PostgreSQL; SQLite has one writer anyway).
+
+    Both write stored snippet statuses from what they read (app/evidence/store.py `refresh_statuses`): an
+    evidence insert that ran beside a reindex could judge snippet rows the reindex was replacing, and the
+    reindex judge its new rows without that evidence. Held until commit; a reindex of changed pages takes
+    well under a second, a first index of a large wiki longer (evidence posts wait meanwhile).
+    """
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({STATUS_WRITERS_LOCK})")
+
+
 def bulk_insert(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
     """Insert many rows (every row with the same keys): COPY on PostgreSQL, the driver's executemany on SQLite.
 
