@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from app.agents.markdown import description, page_markdown, page_url, status_legend
+from sqlalchemy import text
+
+from app.agents.markdown import page_markdown, page_url, status_legend
+from app.index.markdown import description
 from app.schemas import PageSummary
 from app.store import Filters, Store
 
@@ -61,11 +64,21 @@ def _heading(page_type: str) -> str:
     return TYPE_HEADINGS.get(page_type, page_type.replace("-", " ").replace("_", " ").title())
 
 
+def _descriptions(store: Store) -> dict[str, str]:
+    """Every page's description as the indexer stored it; worked out here only for pages indexed before
+    there was a `page.description` (migration 0010) and not edited since."""
+    with store.engine.connect() as conn:
+        found: dict[str, str | None] = dict(conn.execute(text("SELECT id, description FROM page")).all())
+    missing = [pid for pid, d in found.items() if d is None]
+    bodies = store.page_sources(missing) if missing else {}
+    return {pid: d if d is not None else description(bodies.get(pid, ("", 1))[0]) for pid, d in found.items()}
+
+
 def llms_txt(store: Store, base_url: str) -> str:
     """The llmstxt.org index: title, summary, how to read the evidence, then a link per page grouped by type."""
     base = base_url.rstrip("/")
     pages = _all_pages(store)
-    sources = store.page_sources([p.id for p in pages])
+    described = _descriptions(store)
     lines = [
         f"# {TITLE}",
         "",
@@ -88,7 +101,7 @@ def llms_txt(store: Store, base_url: str) -> str:
         if page.type != current:
             current = page.type
             lines += ["", f"## {_heading(page.type)}", ""]
-        summary = description(sources.get(page.id, ("", 1))[0]) or page.title
+        summary = described.get(page.id) or page.title
         archs = f" [{', '.join(page.architectures)}]" if page.architectures else ""
         label = page.title.replace("[", "(").replace("]", ")")
         lines.append(f"- [{label}]({page_url(base, page.id)}): {summary}{archs}")

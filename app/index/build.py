@@ -26,7 +26,7 @@ from sqlmodel import col, select
 
 from app.index.db import bulk_insert, chunks, index_generation, serialize_status_writers
 from app.index.facets import facet_rows
-from app.index.markdown import render
+from app.index.markdown import description, render
 from app.index.models import (
     AliasRow,
     ArchitectureRow,
@@ -109,6 +109,7 @@ class Prepared:
     toc: list[dict[str, Any]] = field(default_factory=list)
     sections: list[Any] = field(default_factory=list)  # app.index.markdown.Section
     snippets: list[dict[str, Any]] = field(default_factory=list)  # Snippet.to_dict()
+    description: str = ""  # the body's first sentence (llms.txt)
 
 
 def prepare(rel: str, raw: bytes, digest: str) -> Prepared:
@@ -124,7 +125,7 @@ def prepare(rel: str, raw: bytes, digest: str) -> Prepared:
         snips, problems = extract_snippets(page.id, page.path, page.body, page.body_line, page.architectures)
         found = [s.to_dict() for s in snips]
         diags = diags + problems
-    return Prepared(rel, digest, page, diags, rendered.html, rendered.toc, rendered.sections, found)
+    return Prepared(rel, digest, page, diags, rendered.html, rendered.toc, rendered.sections, found, description(page.body))
 
 
 def _prepare_all(items: list[tuple[str, bytes, str]]) -> Iterator[Prepared]:
@@ -215,6 +216,7 @@ class _Rows:
                 "html": prep.html,
                 "toc": json.dumps(prep.toc),
                 "content_hash": page.content_hash,
+                "description": prep.description,
             }
         )
         rows[AliasRow] += [{"page_id": page.id, "alias": a, "alias_lower": a.lower()} for a in page.aliases]

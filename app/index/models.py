@@ -24,6 +24,7 @@ class PageRow(SQLModel, table=True):
     html: str  # rendered body
     toc: str  # JSON list of {level, heading, anchor}
     content_hash: str
+    description: str | None = None  # app.index.markdown.description of the body, for llms.txt (0010); None: indexed before it
 
 
 class FileRow(SQLModel, table=True):
