@@ -8,7 +8,6 @@ functions. Backend-specific SQL is confined to the search backend.
 from __future__ import annotations
 
 import json
-import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,7 +21,6 @@ from sqlmodel import col
 from app.cache import LRU
 from app.evidence.claims import claim_problems, facts_from_public
 from app.evidence.measured_claims import with_measurements
-from app.evidence.status import StatusIndex, build_status_index, data_version
 from app.evidence.store import EvidenceStore, page_evidence_text
 from app.index.build import IndexReport, reindex
 from app.index.db import create_schema, index_generation, make_engine
@@ -69,9 +67,7 @@ class Store:
         self.url = url
         self.engine: Engine = make_engine(url, pool_size=pool_size, max_overflow=max_overflow, pool_timeout=pool_timeout)
         self.evidence = EvidenceStore(self.engine)
-        self._status_lock = threading.Lock()
         self._listing_cache: LRU[Any] = LRU(LISTING_CACHE_SIZE)  # facets and graph answers, keyed by index generation
-        self._status_index: StatusIndex | None = None
         self.search_engine = search_engine or SearchEngine(directory=search_dir_for(url))
 
     @contextmanager
@@ -90,6 +86,7 @@ class Store:
 
     def create_schema(self) -> None:
         create_schema(self.engine)
+        self.evidence.judge_missing()  # statuses of an index from before migration 0009, once
 
     def reindex(self, root: Path, force: bool = False, full_text: bool = True) -> IndexReport:
         """Reindex the wiki into SQL, then bring this process's full-text index in line (changed pages only).
@@ -98,9 +95,9 @@ class Store:
         process builds the host's full-text index from the SQL rows (app/search/sync.py).
         """
         if not full_text:
-            return reindex(self.engine, root, force=force)
+            return reindex(self.engine, root, force=force, judge=self.evidence.refresh_statuses)
         with self.search_engine.writing():  # searches meanwhile ask for the generation, so none answers stale after the commit
-            report = reindex(self.engine, root, force=force)
+            report = reindex(self.engine, root, force=force, judge=self.evidence.refresh_statuses)
             with self.engine.connect() as conn:
                 self.search_engine.sync(conn)
         return report
@@ -173,20 +170,6 @@ class Store:
         if filters.arch:
             terms["arch"] = normalize_arch(filters.arch)
         return self.search_engine.search(query[:max_chars], terms, filters.as_params(), limit=limit, offset=offset, facets=facets)
-
-    # -- snippet statuses ------------------------------------------------------
-
-    def status_index(self, conn: Connection) -> StatusIndex:
-        """Every snippet's status, rebuilt only when the index or the evidence changed (see app/evidence/status.py)."""
-        version = data_version(conn)
-        current = self._status_index
-        if current is not None and current.version == version:
-            return current
-        with self._status_lock:
-            current = self._status_index
-            if current is None or current.version != version:
-                current = self._status_index = build_status_index(conn, self.evidence, version, previous=current)
-        return current
 
     # -- pages -----------------------------------------------------------------
 

@@ -1,6 +1,13 @@
 """Index and search benchmark on a synthetic wiki (issue: service core).
 
     .venv/bin/python bench/bench_index.py --pages 10000
+    .venv/bin/python bench/bench_index.py --cli --pages 10000 --snippet-every 2          # `kernelwiki index`, SQLite
+    .venv/bin/python bench/bench_index.py --cli --pages 100000 --snippet-every 2 \
+        --postgres postgresql+psycopg://postgres@127.0.0.1:5432/postgres                  # the same into PostgreSQL
+
+`--cli` times `kernelwiki index` as a user runs it (a process of its own, wall time, start-up
+included) on a fresh index, then again with one page changed and with nothing changed, and stops
+there. `--postgres ADMIN_URL` makes a database of its own on that server for the run (and drops it).
 
 Reports full index time, one changed page reindexed, search latency over HTTP
 (p50/p99, one client, a fixed query mix) and requests per second with 8
@@ -24,6 +31,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -87,12 +95,17 @@ WEB_PATHS = [
 TYPES = ["hardware", "technique", "pattern", "api"]
 
 
-def generate(root: Path, n: int, seed: int = 1) -> None:
-    """Write n synthetic pages of about 3 kB each in 6 sections.
+SNIPPET = "\n## Kernel\n\n```cuda\n__global__ void k{i}(float* out) {{ out[threadIdx.x] = {i}.0f; }}\n```\n"
+"""The compiled CUDA block `--snippet-every` adds (targets: the page's architectures)."""
+
+
+def generate(root: Path, n: int, seed: int = 1, snippet_every: int = 0) -> None:
+    """Write n synthetic pages of about 3 kB each in 6 sections, each linking to the next page.
 
     Words follow a Zipf-like law over a 5,000-word vocabulary; each page also
     carries a few GPU words and two GPU identifiers, so queries match a
-    realistic fraction of the pages rather than all of them.
+    realistic fraction of the pages rather than all of them. With `snippet_every`,
+    every that-many-th page also ends with a compiled CUDA block for sm_90a.
     """
     rng = random.Random(seed)
     vocab = vocabulary(rng)
@@ -110,10 +123,15 @@ def generate(root: Path, n: int, seed: int = 1) -> None:
             text = " ".join(words)
             code = f" `{idents[s % 2]}`" if idents[s % 2] and s < 2 else ""
             sections.append(f"## {rng.choice(vocab).title()} {gpu[s]}\n\n{text}{code}.\n")
+        has_code = bool(snippet_every) and i % snippet_every == 0
+        arch = rng.choice(ARCHS)  # drawn either way: the pages' words stay those of a run without blocks
+        arch = "sm90a" if has_code else arch
         (folder / f"page-{i}.md").write_text(
             f"---\nid: page-{i}\ntitle: {rng.choice(vocab).title()} {rng.choice(GPU_WORDS)} {i}\n"
-            f"type: {TYPES[i % 4]}\narchitectures: [{rng.choice(ARCHS)}]\ntags: [{rng.choice(GPU_WORDS)}, {rng.choice(vocab)}]\n"
-            f"aliases: [alias-{i}]\nrelated: [page-{(i + 1) % n}]\n---\n" + "\n".join(sections)
+            f"type: {TYPES[i % 4]}\narchitectures: [{arch}]\ntags: [{rng.choice(GPU_WORDS)}, {rng.choice(vocab)}]\n"
+            f"aliases: [alias-{i}]\nrelated: [page-{(i + 1) % n}]\n---\n"
+            + "\n".join(sections)
+            + (SNIPPET.format(i=i) if has_code else "")
         )
 
 
@@ -166,12 +184,62 @@ def throughput(url: str, paths: list[str], clients: int, seconds: float) -> floa
     return sum(count) / seconds
 
 
+def cli_index(root: Path, db: str, evidence: Path) -> dict[str, float]:
+    """Wall times of `kernelwiki index` in a process of its own: a fresh index, one page changed, nothing changed."""
+    env = {**os.environ, "KERNELWIKI_EVIDENCE": str(evidence)}
+    command = [str(Path(sys.executable).parent / "kernelwiki"), "index", "--wiki", str(root), "--db", db]
+
+    def run() -> float:
+        started = time.perf_counter()
+        subprocess.run(command, env=env, check=True, capture_output=True, timeout=3600)
+        return round(time.perf_counter() - started, 2)
+
+    full = run()
+    victim = root / "hardware" / "000" / "page-0.md"
+    victim.write_text(victim.read_text() + "\nchanged quokka\n")
+    return {"cli_full_index_s": full, "cli_one_changed_page_s": run(), "cli_unchanged_s": run()}
+
+
+def postgres_database(admin_url: str) -> tuple[str, Any]:
+    """A database of its own on the server of `admin_url` for this run: (its URL, a function that drops it)."""
+    from sqlalchemy import create_engine
+
+    name = f"kernelwiki_bench_{os.getpid()}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
+        conn.exec_driver_sql(f"CREATE DATABASE {name}")
+
+    def drop() -> None:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.dispose()
+
+    return admin_url.rsplit("/", 1)[0] + "/" + name, drop
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pages", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=20, help="passes over the query mix for latency")
     parser.add_argument("--seconds", type=float, default=10.0, help="duration of the concurrency run")
+    parser.add_argument("--snippet-every", type=int, default=0, help="give every N-th page a compiled CUDA block")
+    parser.add_argument("--cli", action="store_true", help="time `kernelwiki index` only (see above)")
+    parser.add_argument("--postgres", metavar="ADMIN_URL", help="with --cli: index into a fresh database on this server")
     args = parser.parse_args()
+
+    if args.cli:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp) / "wiki"
+            generate(root, args.pages, snippet_every=args.snippet_every)
+            db, drop = postgres_database(args.postgres) if args.postgres else (f"sqlite:///{tmp}/index.db", lambda: None)
+            try:
+                times = cli_index(root, db, Path(tmp) / "no-evidence")
+            finally:
+                drop()
+        backend = "postgresql" if args.postgres else "sqlite"
+        print(json.dumps({"pages": args.pages, "snippet_every": args.snippet_every, "backend": backend, **times}, indent=2))
+        return
 
     from app.store import Store
 

@@ -9,8 +9,6 @@ Sections are the same headings and anchors the index and the HTML page use.
 
 from __future__ import annotations
 
-import itertools
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -233,25 +231,3 @@ def page_markdown(page: PagePublic, body: str, body_line: int, base_url: str, se
         start, end = text.with_subsections(span)
         parts.append(text.text(start, end))
     return front_matter(page, base_url) + "\n" + "\n\n".join(parts) + "\n"
-
-
-def description(body: str, limit: int = 200) -> str:
-    """A page's one-line description: the first sentence of its first paragraph of prose (for llms.txt).
-
-    Only the body's first few kilobytes are parsed; a body whose first paragraph
-    comes later (after a long code block, say) is parsed whole.
-    """
-    parser = MarkdownIt("commonmark").enable("table")
-    for text in (body[:4000], body) if len(body) > 4000 else (body,):
-        tokens = parser.parse(text)
-        for before, token in itertools.pairwise(tokens):
-            if before.type != "paragraph_open" or token.type != "inline":
-                continue
-            words = "".join(" " if c.type in ("softbreak", "hardbreak") else c.content for c in token.children or [])
-            words = re.sub(r"\s+", " ", words).strip()
-            if len(words) < 20:
-                continue
-            m = re.match(r"(.+?[.!?])(\s|$)", words)
-            sentence = m.group(1) if m else words
-            return sentence if len(sentence) <= limit else sentence[: limit - 1].rstrip() + "…"
-    return ""

@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, HTTPException, Query
 
 from app.deps import ConnDep, Limit, Offset, StoreDep
-from app.evidence.status import SnippetWindow, snippet_window
+from app.evidence.status import snippet_window
 from app.evidence.store import HISTORY_LIMIT, HISTORY_MAX_LIMIT, HistoryKey
 from app.schemas import EvidenceList, SnippetList
 
@@ -27,13 +27,10 @@ def list_snippets(
     offset: Offset = 0,
 ) -> SnippetList:
     """One window of snippets in page order with their latest evidence, the exact total and a `next` query."""
-    if status:  # statuses come from the status index (rebuilt once per data version), the window from it
-        chosen_rows = store.status_index(conn).select(
-            page_id=page or None, lang=lang or None, target=target or None, status=status
-        )
-        window = SnippetWindow([s.id for s in chosen_rows[offset : offset + limit]], len(chosen_rows))
-    else:  # no status asked for: filtered, counted and paged in SQL, no evidence read
-        window = snippet_window(conn, page_id=page or None, lang=lang or None, target=target or None, limit=limit, offset=offset)
+    # filtered (the status is the one stored with the snippet), counted and paged in SQL; only the window's evidence is read
+    window = snippet_window(
+        conn, page_id=page or None, lang=lang or None, target=target or None, status=status or None, limit=limit, offset=offset
+    )
     found = {s.id: s for s in store.evidence.snippets_with_evidence(conn, ids=window.ids)} if window.ids else {}
     chosen = {k: v for k, v in {"page": page, "lang": lang, "status": status, "target": target}.items() if v}
     next_q = urlencode({**chosen, "limit": limit, "offset": offset + limit}) if offset + limit < window.total else None

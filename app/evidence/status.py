@@ -1,26 +1,26 @@
-"""Snippet statuses for listings: paged in SQL where no status is asked for, else from a status index.
+"""Snippet statuses for listings, read in SQL from the statuses stored with the snippets.
 
 A snippet's status follows the rules of `runner.status` (their one home), applied by
-`EvidenceStore.snippets_with_evidence`. Listings that filter or count by status use a
-`StatusIndex`: one compact row per snippet (id, page, position, language, targets,
-status), built by applying those rules to every snippet once per *data version*
-(index generation, evidence count, newest record) and kept by the `Store`. So a
-request filters and pages small tuples; only the first request after the wiki or
-the evidence changed reads the evidence to rebuild it. Listings without a status
-filter never read evidence: `snippet_window` pages the snippet table in SQL.
+`EvidenceStore.snippets_with_evidence` and stored by `EvidenceStore.refresh_statuses`
+wherever it can change: when evidence is stored and when the indexer writes snippet
+rows (app/evidence/store.py). `snippet.status` holds the verdict and `snippet_target`
+one line per snippet × target (the evidence dashboard's rows), so listings filter,
+count and page statuses in SQL and no request applies the rules to more than its own
+window: the first request after a start, a reindex or an evidence POST costs what
+the next one does, on SQLite and PostgreSQL alike.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import func, text
 from sqlalchemy.engine import Connection
 from sqlmodel import select
 
-from app.index.db import index_generation
+from app.index.db import chunks, index_generation
 from app.index.models import EvidenceRow
 
 
@@ -36,82 +36,27 @@ def data_version(conn: Connection) -> tuple[Any, ...]:
     return generation, count or 0, newest
 
 
-class SnippetState(NamedTuple):
-    id: str
-    page_id: str
-    position: int
-    lang: str
-    targets: tuple[str, ...]
-    status: str
+def status_counts(conn: Connection) -> Counter[str]:
+    """Snippets per stored status (every snippet of the index)."""
+    return Counter(dict(conn.execute(text("SELECT status, count(*) FROM snippet GROUP BY status")).all()))
 
 
-@dataclass(frozen=True)
-class StatusIndex:
-    """Every snippet's status, in page and position order, for one data version."""
-
-    version: tuple[Any, ...]
-    snippets: list[SnippetState]
-    evidence_count: int = 0  # records stored (counted once per data version)
-
-    def select(
-        self, page_id: str | None = None, lang: str | None = None, target: str | None = None, status: str | None = None
-    ) -> list[SnippetState]:
-        return [
-            s
-            for s in self.snippets
-            if (not page_id or s.page_id == page_id)
-            and (not lang or s.lang == lang)
-            and (not target or target in s.targets)
-            and (not status or s.status == status)
-        ]
-
-    def counts(self) -> Counter[str]:
-        return Counter(s.status for s in self.snippets)
-
-    def page_counts(self, page_ids: list[str]) -> dict[str, Counter[str]]:
-        wanted = set(page_ids)
-        out: dict[str, Counter[str]] = {}
-        for s in self.snippets:
-            if s.page_id in wanted:
-                out.setdefault(s.page_id, Counter())[s.status] += 1
-        return out
+def page_status_counts(conn: Connection, page_ids: list[str]) -> dict[str, Counter[str]]:
+    """Page id → its snippets per stored status, for the pages given (one window of a listing)."""
+    out: dict[str, Counter[str]] = {}
+    for chunk in chunks(sorted(set(page_ids)), 500):
+        params = {f"p{i}": p for i, p in enumerate(chunk)}
+        marks = ", ".join(f":{k}" for k in params)
+        for page_id, status, n in conn.execute(
+            text(f"SELECT page_id, status, count(*) FROM snippet WHERE page_id IN ({marks}) GROUP BY page_id, status"), params
+        ):
+            out.setdefault(page_id, Counter())[status] = n
+    return out
 
 
-def build_status_index(
-    conn: Connection, evidence: Any, version: tuple[Any, ...], previous: StatusIndex | None = None
-) -> StatusIndex:
-    """Apply the status rules to every snippet, or, when only evidence was added since `previous`,
-    to the snippets that got new records (see `changed_since`)."""
-    changed = changed_since(conn, previous.version, version) if previous is not None else None
-    if previous is not None and changed is not None:
-        fresh = {s.id: _state(s) for chunk in _chunks(changed) for s in evidence.snippets_with_evidence(conn, ids=chunk)}
-        added = (
-            conn.execute(text("SELECT count(*) FROM evidence WHERE rowid > :last"), {"last": previous.version[1]}).scalar() or 0
-        )
-        return StatusIndex(version, [fresh.get(s.id, s) for s in previous.snippets], previous.evidence_count + added)
-    rows = [_state(s) for s in evidence.snippets_with_evidence(conn)]
-    count = conn.execute(select(func.count()).select_from(EvidenceRow)).scalar() or 0
-    return StatusIndex(version, rows, count)
-
-
-def changed_since(conn: Connection, old: tuple[Any, ...], new: tuple[Any, ...]) -> list[str] | None:
-    """Snippets with evidence stored between two data versions, or None when that cannot be told cheaply
-    (the wiki was reindexed, or PostgreSQL, whose version is a count): then everything is recomputed.
-
-    On SQLite evidence rows get growing rowids and are never deleted, so the new ones are `rowid > old`.
-    """
-    if conn.dialect.name != "sqlite" or old[0] != new[0] or old[1] is None or new[1] is None or new[1] < old[1]:
-        return None
-    rows = conn.execute(text("SELECT DISTINCT snippet_id FROM evidence WHERE rowid > :last"), {"last": old[1]})
-    return sorted(r[0] for r in rows)
-
-
-def _state(s: Any) -> SnippetState:
-    return SnippetState(s.id, s.page_id, s.position, s.lang, tuple(s.targets), s.status)
-
-
-def _chunks(ids: list[str], size: int = 500) -> list[list[str]]:
-    return [ids[i : i + size] for i in range(0, len(ids), size)]
+def _target_like(target: str) -> str:
+    """A LIKE pattern finding `target` in a JSON list of names, its wildcards escaped (`sm_90a` matches only itself)."""
+    return '%"' + target.replace("!", "!!").replace("%", "!%").replace("_", "!_") + '"%'
 
 
 @dataclass
@@ -125,12 +70,14 @@ def snippet_window(
     page_id: str | None = None,
     lang: str | None = None,
     target: str | None = None,
+    status: str | None = None,
     limit: int = 50,
     offset: int = 0,
 ) -> SnippetWindow:
     """Ids of one window of snippets (page, position order) and the exact total, filtered and paged in SQL.
 
-    Reads no evidence. (`target` matches a declared target: the JSON list is searched for the quoted name.)
+    Reads no evidence: `status` is the stored one. (`target` matches a declared target: the JSON list is
+    searched for the quoted name.)
     """
     where: list[str] = []
     params: dict[str, Any] = {"lim": limit, "off": offset}
@@ -141,9 +88,11 @@ def snippet_window(
         where.append("s.lang = :lang")
         params["lang"] = lang
     if target:
-        # a LIKE on the JSON text, with the wildcards in the name escaped so `sm_90a` matches only itself
         where.append("s.targets LIKE :target_like ESCAPE '!'")
-        params["target_like"] = '%"' + target.replace("!", "!!").replace("%", "!%").replace("_", "!_") + '"%'
+        params["target_like"] = _target_like(target)
+    if status:
+        where.append("s.status = :status")
+        params["status"] = status
     cond = ("WHERE " + " AND ".join(where)) if where else ""
     total = conn.execute(text(f"SELECT count(*) FROM snippet s {cond}"), params).scalar() or 0
     ids = [
@@ -153,3 +102,66 @@ def snippet_window(
         )
     ]
     return SnippetWindow(ids, total)
+
+
+@dataclass
+class LineWindow:
+    """One window of the evidence dashboard's snippet × target lines, worst first."""
+
+    lines: list[tuple[str, str, str]]  # (snippet id, target, status) of this window's lines
+    total: int  # lines after every filter
+    statuses: Counter[str]  # lines per status, before the status filter
+
+
+def line_window(
+    conn: Connection,
+    status: str | None = None,
+    target: str | None = None,
+    page_id: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> LineWindow:
+    """The dashboard's lines (stored in `snippet_target`) filtered, counted and paged in SQL: worst status
+    first, then page, position and target (sm_90a before sm_100a)."""
+    where: list[str] = []
+    params: dict[str, Any] = {"lim": limit, "off": offset}
+    if target:
+        where.append("target = :target")
+        params["target"] = target
+    if page_id:
+        where.append("page_id = :page")
+        params["page"] = page_id
+    cond = "WHERE " + " AND ".join(where) if where else ""
+    statuses: Counter[str] = Counter(dict(conn.execute(text(f"SELECT status, count(*) FROM snippet_target {cond} GROUP BY status"), params).all()))
+    if status:
+        where.append("status = :status")
+        params["status"] = status
+        cond = "WHERE " + " AND ".join(where)
+    lines = [
+        (r[0], r[1], r[2])
+        for r in conn.execute(
+            text(
+                f"SELECT snippet_id, target, status FROM snippet_target {cond} "
+                "ORDER BY status_rank, page_id, position, target_order, target LIMIT :lim OFFSET :off"
+            ),
+            params,
+        )
+    ]
+    return LineWindow(lines, statuses[status] if status else sum(statuses.values()), statuses)
+
+
+def line_targets(conn: Connection) -> list[str]:
+    """Every target with a dashboard line (not the `—` of blocks never built)."""
+    return [r[0] for r in conn.execute(text("SELECT DISTINCT target FROM snippet_target"))]
+
+
+def line_pages(conn: Connection, limit: int = 1000) -> list[tuple[str, str]]:
+    """(id, title) of pages with dashboard lines, by title, at most `limit` (the dashboard's page picker)."""
+    rows = conn.execute(
+        text(
+            "SELECT p.id, p.title FROM page p WHERE EXISTS (SELECT 1 FROM snippet_target t WHERE t.page_id = p.id) "
+            "ORDER BY lower(p.title), p.id LIMIT :lim"
+        ),
+        {"lim": limit},
+    )
+    return [(r[0], r[1]) for r in rows]

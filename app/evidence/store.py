@@ -18,13 +18,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sqlalchemy import func, insert, tuple_
+from sqlalchemy import delete, func, insert, tuple_
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
 from app.evidence.ingest import EvidenceIn, JSONProblem, canonical_stamp, parse_json, parse_record
-from app.index.db import chunks
-from app.index.models import EvidenceRow, SnippetRow, table_of
+from app.index.db import bulk_insert, chunks, serialize_status_writers
+from app.index.models import EvidenceRow, SnippetRow, SnippetTargetRow, table_of
 from app.schemas import EvidencePublic, SnippetPublic
 from runner import diagnostics, status as status_rules
 from runner.status import STALE, SnippetSummary, StepFact, needed_steps, summarize_snippet
@@ -177,6 +177,7 @@ class EvidenceStore:
             return result
         received = canonical_stamp(received_at)
         with (self.writer or self.engine).begin() as conn:
+            serialize_status_writers(conn)  # the statuses it stores are judged on snippet rows no reindex is replacing
             present: set[str] = set()
             ids = list(good)
             for i in range(0, len(ids), 500):
@@ -203,6 +204,7 @@ class EvidenceStore:
             ]
             if rows:
                 conn.execute(insert(EvidenceRow), rows)
+                self.refresh_statuses(conn, {r["snippet_id"] for r in rows})  # in the same transaction as the records
         result.inserted = len(rows)
         result.duplicates = len(good) - len(rows)
         return result
@@ -277,6 +279,47 @@ class EvidenceStore:
                 out.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
                 count += 1
         return count
+
+    # -- stored statuses ---------------------------------------------------------
+
+    def refresh_statuses(self, conn: Connection, snippet_ids: set[str] | list[str]) -> None:
+        """Judge these snippets by their evidence (runner/status.py, through `snippets_with_evidence`) and store
+        the verdict: `snippet.status` and one `snippet_target` line per dashboard row.
+
+        Called in the writer's transaction wherever a status can change: when records are stored (`add`) and when
+        the indexer writes snippet rows (new or edited code, whose older records turn stale). Ids of no indexed
+        snippet are ignored.
+        """
+        for chunk in chunks(sorted(snippet_ids), 500):
+            judged = self.snippets_with_evidence(conn, ids=chunk)
+            conn.execute(delete(SnippetTargetRow).where(col(SnippetTargetRow.snippet_id).in_(chunk)))
+            bulk_insert(
+                conn,
+                SnippetTargetRow,
+                [
+                    {
+                        "snippet_id": s.id,
+                        "page_id": s.page_id,
+                        "position": s.position,
+                        "target": target,
+                        "target_order": target_number(target)[0],
+                        "status": status,
+                        "status_rank": status_rules.rank(status),
+                    }
+                    for s in judged
+                    for target, status in status_lines(s)
+                ],
+            )
+            if judged:
+                mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+                conn.exec_driver_sql(f"UPDATE snippet SET status = {mark} WHERE id = {mark}", [(s.status, s.id) for s in judged])
+
+    def judge_missing(self) -> int:
+        """Judge every snippet without a stored status (an index from before migration 0009); how many were judged."""
+        with (self.writer or self.engine).begin() as conn:
+            ids = [r[0] for r in conn.execute(select(SnippetRow.id).where(col(SnippetRow.status).is_(None)))]
+            self.refresh_statuses(conn, ids)
+        return len(ids)
 
     # -- views -------------------------------------------------------------------
 
@@ -399,6 +442,19 @@ class EvidenceStore:
             return HistoryWindow(
                 total, records, HistoryKey(rows[limit - 1].timestamp, rows[limit - 1].record_id) if more else None
             )
+
+
+NO_TARGET = "—"
+"""The target of the one dashboard line of a block that is never built (sketch, fragment, invalid block)."""
+
+
+def status_lines(s: SnippetPublic) -> list[tuple[str, str]]:
+    """(target, status) of each line the evidence dashboard shows for a judged snippet: its declared targets,
+    then targets it has records for; one `NO_TARGET` line for a block that is never built."""
+    if s.mode in NEVER_BUILT_MODES:
+        return [(NO_TARGET, s.status)]
+    targets = list(s.targets) + [t for t in s.evidence if t not in s.targets]
+    return [(t, s.target_status.get(t) or target_status(s.evidence.get(t, []))) for t in targets]
 
 
 def record_warnings(data: dict[str, Any]) -> list[str]:

@@ -14,6 +14,7 @@ import json
 import multiprocessing
 import os
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,9 +24,9 @@ from sqlalchemy import delete, exists, func, insert, or_, update
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
-from app.index.db import chunks, index_generation
+from app.index.db import bulk_insert, chunks, index_generation, serialize_status_writers
 from app.index.facets import facet_rows
-from app.index.markdown import render
+from app.index.markdown import description, render
 from app.index.models import (
     AliasRow,
     ArchitectureRow,
@@ -38,6 +39,7 @@ from app.index.models import (
     PerformanceClaimRow,
     SectionRow,
     SnippetRow,
+    SnippetTargetRow,
     StateRow,
     TagRow,
 )
@@ -50,9 +52,25 @@ from snippets.diagnostic import Diagnostic
 from snippets.page import Page, PageIds, inside, parse_page
 from snippets.repository import Repository, not_a_page, open_repository, skill_folders
 
-PAGE_TABLES = (AliasRow, TagRow, LanguageRow, ArchitectureRow, SectionRow, SnippetRow, FacetRow, PerformanceClaimRow)
+PAGE_TABLES = (
+    AliasRow,
+    TagRow,
+    LanguageRow,
+    ArchitectureRow,
+    SectionRow,
+    SnippetRow,
+    SnippetTargetRow,
+    FacetRow,
+    PerformanceClaimRow,
+)
 PARALLEL_THRESHOLD = 256
 """Files to parse before the work is spread over processes (start-up costs about half a second)."""
+PARSE_BATCH = 64
+"""Files a parsing worker takes at a time."""
+LINK_SWEEP = 5000
+"""Changed pages beyond which a reindex resolves every link in one statement rather than those of the changed pages."""
+INSERT_BATCH = 500
+"""Pages whose rows are collected before they are written (one executemany or COPY per table)."""
 
 
 @dataclass
@@ -91,6 +109,7 @@ class Prepared:
     toc: list[dict[str, Any]] = field(default_factory=list)
     sections: list[Any] = field(default_factory=list)  # app.index.markdown.Section
     snippets: list[dict[str, Any]] = field(default_factory=list)  # Snippet.to_dict()
+    description: str = ""  # the body's first sentence (llms.txt)
 
 
 def prepare(rel: str, raw: bytes, digest: str) -> Prepared:
@@ -106,14 +125,19 @@ def prepare(rel: str, raw: bytes, digest: str) -> Prepared:
         snips, problems = extract_snippets(page.id, page.path, page.body, page.body_line, page.architectures)
         found = [s.to_dict() for s in snips]
         diags = diags + problems
-    return Prepared(rel, digest, page, diags, rendered.html, rendered.toc, rendered.sections, found)
+    return Prepared(rel, digest, page, diags, rendered.html, rendered.toc, rendered.sections, found, description(page.body))
 
 
-def _prepare_all(items: list[tuple[str, bytes, str]]) -> list[Prepared]:
-    """Prepare files, across processes when there are many (a full index of a large wiki)."""
+def _prepare_all(items: list[tuple[str, bytes, str]]) -> Iterator[Prepared]:
+    """Prepare files in order, across processes when there are many (a full index of a large wiki).
+
+    A generator: each result is handed on as soon as its batch is parsed, so the caller inserts the first
+    pages while the workers parse the rest (parsing and inserting overlap).
+    """
     workers = os.cpu_count() or 1
     if len(items) < PARALLEL_THRESHOLD or workers < 2:
-        return [prepare(*item) for item in items]
+        yield from (prepare(*item) for item in items)
+        return
     # Never fork: a child could inherit a lock some other thread held mid-step, and not every thread is
     # Python's to count (the server's, and native ones such as the search engine's). forkserver starts
     # children from a clean single-threaded server (it re-imports the caller's __main__, which every entry
@@ -121,8 +145,11 @@ def _prepare_all(items: list[tuple[str, bytes, str]]) -> list[Prepared]:
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["app.index.build"])  # imported once in the server, not once per child
     # Each worker ends with this process even when it is killed (app/lifeline.py): no pool outlives a `kill -9`.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=exit_with, initargs=(os.getpid(),)) as pool:
-        return list(pool.map(prepare, *zip(*items, strict=True), chunksize=64))
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=exit_with, initargs=(os.getpid(),))
+    try:
+        yield from pool.map(prepare, *zip(*items, strict=True), chunksize=PARSE_BATCH)
+    finally:  # also when the caller stops early (an error while inserting): the batches not yet started are dropped
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _delete_pages(conn: Connection, page_ids: list[str]) -> None:
@@ -189,6 +216,7 @@ class _Rows:
                 "html": prep.html,
                 "toc": json.dumps(prep.toc),
                 "content_hash": page.content_hash,
+                "description": prep.description,
             }
         )
         rows[AliasRow] += [{"page_id": page.id, "alias": a, "alias_lower": a.lower()} for a in page.aliases]
@@ -236,21 +264,6 @@ class _Rows:
         for table, rows in self.by_table.items():
             bulk_insert(conn, table, rows)
             rows.clear()
-
-
-def bulk_insert(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
-    """Insert many rows with the driver's executemany: one prepared statement, plain tuples.
-
-    SQLAlchemy's per-row parameter processing cost about as much as SQLite's own work here
-    (a full index inserts ~130,000 rows); every column is text or a number, so nothing needs it.
-    """
-    if not rows:
-        return
-    columns = list(rows[0])
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    sql = f"INSERT INTO {table.__tablename__} ({', '.join(columns)}) VALUES ({', '.join([mark] * len(columns))})"
-    for chunk in chunks(rows, 5000):
-        conn.exec_driver_sql(sql, [tuple(r[c] for c in columns) for r in chunk])
 
 
 def _fast_walk(root: Path, repo: Repository | None = None) -> tuple[dict[str, tuple[str, int, int]], list[Diagnostic]]:
@@ -332,8 +345,16 @@ def _data_files_changed(conn: Connection, digest: int) -> bool:
     return True
 
 
-def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
-    """Bring the index in line with the wiki folder in one transaction (app.search follows it by generation)."""
+Judge = Callable[[Connection, list[str]], None]
+"""Stores the statuses of snippets just written (app/evidence/store.py `EvidenceStore.refresh_statuses`), in the reindex's transaction."""
+
+
+def reindex(engine: Engine, root: Path, force: bool = False, judge: Judge | None = None) -> IndexReport:
+    """Bring the index in line with the wiki folder in one transaction (app.search follows it by generation).
+
+    `judge` is given the ids of every snippet row written (new or edited pages), so their stored statuses
+    follow the code they now hold (records of older code turn stale) in the same transaction.
+    """
     started = time.perf_counter()
     report = IndexReport()
     root = Path(root).resolve()
@@ -382,11 +403,23 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
             if parsed
             else {}
         )
-        prepared = _prepare_all([(rel, raw, digest) for rel, (raw, digest) in sorted(parsed.items())])
+        touched = gone + list(parsed)
+        # Snippet hashes already indexed (read before the edited pages' rows go): a snippet whose hash is not
+        # among them is new code, to be verified (`changed_snippets`). An index-only scan; none on a first index.
+        known_hashes = {h for (h,) in conn.exec_driver_sql("SELECT DISTINCT content_hash FROM snippet")} if parsed else set()
+        if touched:
+            serialize_status_writers(conn)  # no evidence insert judges these snippets meanwhile
+        _delete_pages(conn, sorted(set(old_ids.values())))
+        for chunk in chunks(touched, 500):
+            conn.execute(delete(FileRow).where(col(FileRow.path).in_(chunk)))
+            conn.execute(delete(DiagnosticRow).where(col(DiagnosticRow.path).in_(chunk)))
+        next_section = (conn.execute(select(func.max(SectionRow.id))).scalar() or 0) + 1
+        rows = _Rows()
         pages: list[Page] = []
         failed: set[str] = set()
-        accepted: list[Prepared] = []
-        for prep in prepared:
+        written: list[str] = []  # ids of the snippet rows written
+        # Pages are checked and their rows written as the parsing workers hand them over (in path order).
+        for prep in _prepare_all([(rel, raw, digest) for rel, (raw, digest) in sorted(parsed.items())]):
             page = prep.page
             if page is not None:
                 duplicate = ids.claim(page)
@@ -401,29 +434,15 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
                 if repo is not None:  # stored with the file's diagnostics: the page and the API show them
                     prep.diagnostics.extend(schema_problems(repo, page))
                 pages.append(page)
-                accepted.append(prep)
+                next_section = rows.add_page(prep, next_section)
+                written += [d["id"] for d in prep.snippets]
+                report.changed_snippets += [d["id"] for d in prep.snippets if d["content_hash"] not in known_hashes]
+                if len(pages) % INSERT_BATCH == 0:
+                    rows.flush(conn)
             report.diagnostics.extend(prep.diagnostics)
-
-        touched = gone + list(parsed)
-        # Hashes already indexed, read before the edited pages' snippets are deleted.
-        new_hashes = {d["content_hash"] for prep in accepted for d in prep.snippets}
-        known_hashes: set[str] = set()
-        for chunk in chunks(sorted(new_hashes), 500):
-            known_hashes |= {
-                h for (h,) in conn.execute(select(SnippetRow.content_hash).where(col(SnippetRow.content_hash).in_(chunk)))
-            }
-        _delete_pages(conn, sorted(set(old_ids.values())))
-        for chunk in chunks(touched, 500):
-            conn.execute(delete(FileRow).where(col(FileRow.path).in_(chunk)))
-            conn.execute(delete(DiagnosticRow).where(col(DiagnosticRow.path).in_(chunk)))
-        next_section = (conn.execute(select(func.max(SectionRow.id))).scalar() or 0) + 1
-        rows = _Rows()
-        for n, prep in enumerate(accepted, 1):
-            next_section = rows.add_page(prep, next_section)
-            report.changed_snippets += [d["id"] for d in prep.snippets if d["content_hash"] not in known_hashes]
-            if n % 500 == 0:
-                rows.flush(conn)
         rows.flush(conn)
+        if judge is not None:
+            judge(conn, written)
         path_to_id = {p.path: p.id for p in pages}
         file_rows = [
             {
@@ -437,12 +456,14 @@ def reindex(engine: Engine, root: Path, force: bool = False) -> IndexReport:
         ]
         bulk_insert(conn, FileRow, file_rows)
         diag_rows = [{"path": d.path, "line": d.line, "severity": d.severity, "message": d.message} for d in report.diagnostics]
-        if diag_rows:
-            conn.execute(insert(DiagnosticRow), diag_rows)
+        bulk_insert(conn, DiagnosticRow, diag_rows)
         # Links can change resolution only where a page appeared or left, or where a page is new.
         changed_ids = sorted(set(old_ids.values()) | {p.id for p in pages})
         # EXISTS, not IN (SELECT …): PostgreSQL then probes page's primary key per link.
         target_exists = exists(select(PageRow.id).where(col(PageRow.id) == LinkRow.target_id))
+        if len(changed_ids) > LINK_SWEEP:  # a first or forced index: one pass over every link beats thousands of IN lists
+            conn.execute(update(LinkRow).values(resolved=target_exists))
+            changed_ids = []
         for chunk in chunks(changed_ids, 500):
             conn.execute(
                 update(LinkRow)

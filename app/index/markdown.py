@@ -8,6 +8,7 @@ anchors are stored with each section so a search hit can deep-link into a page.
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from collections.abc import Callable
@@ -154,3 +155,31 @@ def render(
 
     html_out = md.renderer.render(tokens, md.options, {"fence": fence, "fence_count": 0, "link": link, "heading": heading})
     return Rendered(html=html_out, sections=sections, toc=toc)
+
+
+_DESCRIBING: list[MarkdownIt] = []  # the description's parser, made once per process (see `_shared_parser`)
+
+
+def description(body: str, limit: int = 200) -> str:
+    """A page's one-line description: the first sentence of its first paragraph of prose (llms.txt shows it).
+
+    Only the body's first few kilobytes are parsed; a body whose first paragraph
+    comes later (after a long code block, say) is parsed whole. Worked out when the page is
+    indexed (`page.description`), so llms.txt reads it rather than every page's body.
+    """
+    if not _DESCRIBING:
+        _DESCRIBING.append(MarkdownIt("commonmark").enable("table"))
+    parser = _DESCRIBING[0]
+    for text in (body[:4000], body) if len(body) > 4000 else (body,):
+        tokens = parser.parse(text)
+        for before, token in itertools.pairwise(tokens):
+            if before.type != "paragraph_open" or token.type != "inline":
+                continue
+            words = "".join(" " if c.type in ("softbreak", "hardbreak") else c.content for c in token.children or [])
+            words = re.sub(r"\s+", " ", words).strip()
+            if len(words) < 20:
+                continue
+            m = re.match(r"(.+?[.!?])(\s|$)", words)
+            sentence = m.group(1) if m else words
+            return sentence if len(sentence) <= limit else sentence[: limit - 1].rstrip() + "…"
+    return ""

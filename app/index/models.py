@@ -24,6 +24,7 @@ class PageRow(SQLModel, table=True):
     html: str  # rendered body
     toc: str  # JSON list of {level, heading, anchor}
     content_hash: str
+    description: str | None = None  # app.index.markdown.description of the body, for llms.txt (0010); None: indexed before it
 
 
 class FileRow(SQLModel, table=True):
@@ -149,6 +150,30 @@ class SnippetRow(SQLModel, table=True):
     targets: str  # JSON list, e.g. ["sm_90a", "sm_100a"]
     content_hash: str = Field(index=True)
     data: str  # JSON of the snippet (info, attributes, visible source)
+    status: str | None = Field(
+        default=None, index=True
+    )  # runner/status.py's verdict on its evidence (0009); None: not yet judged
+
+
+class SnippetTargetRow(SQLModel, table=True):
+    """One snippet × target line of the evidence dashboard with its status, kept with `SnippetRow.status` (0009).
+
+    Written where the status is (app/evidence/store.py `EvidenceStore.refresh_statuses`: at evidence ingest and at
+    reindex), so listings filter, count and page it in SQL. A sketch, fragment or invalid block has one line, target `—`.
+    """
+
+    __tablename__ = "snippet_target"
+    __table_args__ = (
+        Index("ix_snippet_target_listing", "status_rank", "page_id", "position", "target_order", "target"),
+    )  # the dashboard's order: worst first, then page, position, target (sm_90a before sm_100a)
+    id: int | None = Field(default=None, primary_key=True)
+    snippet_id: str = Field(index=True)
+    page_id: str = Field(index=True)
+    position: int
+    target: str = Field(index=True)
+    target_order: int  # the number in the target's name (sm_100a → 100), so sm_90a sorts before sm_100a
+    status: str
+    status_rank: int  # runner.status.rank(status): worst first
 
 
 class EvidenceRow(SQLModel, table=True):

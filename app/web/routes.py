@@ -181,7 +181,7 @@ def evidence(
     page: Param = None,
     offset: Offset = 0,
 ) -> Response:
-    view = dashboard_view(store, web_state(request), status or None, target or None, page or None, offset=offset, conn=conn)
+    view = dashboard_view(store, status or None, target or None, page or None, offset=offset, conn=conn)
     chosen = {"status": status or "", "target": target or "", "page": page or ""}
     base = {k: v for k, v in chosen.items() if v}
 

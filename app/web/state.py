@@ -43,8 +43,6 @@ class WebState:
     code: LRU[str] = field(default_factory=lambda: LRU(4096))  # highlighted code blocks
     graphs: LRU[Any] = field(default_factory=lambda: LRU(64))  # graph drawings, per generation and neighbourhood
     links: LRU[Any] = field(default_factory=lambda: LRU(2))  # every page id and path, per index generation
-    dashboard: Any = None  # the evidence dashboard's row keys for the newest data version (app.web.views.DashboardIndex)
-    dashboard_lock: threading.Lock = field(default_factory=threading.Lock)
     asset_version: str = ""  # appended to asset URLs so browsers refetch after a change
     warmed: threading.Event = field(default_factory=threading.Event)  # set once templates and lexers are compiled
     prerendered: threading.Event = field(default_factory=threading.Event)  # set when background pre-rendering ended

@@ -9,18 +9,18 @@ import html
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy.engine import Connection
 
 from app.evidence import status as evidence_status
-from app.evidence.status import StatusIndex
+from app.evidence.store import NO_TARGET
 from app.index.db import index_generation
 from app.index.filters import Filters
 from app.schemas import PageList, PagePublic, PageSummary, SearchPublic, SearchResult, SnippetPublic
 from app.store import Store
 from app.web import queries
-from app.web.badges import STATUS_ORDER, SnippetEvidence, TargetEvidence, rank, snippet_evidence, target_evidence
+from app.web.badges import STATUS_ORDER, SnippetEvidence, TargetEvidence, snippet_evidence, target_evidence
 from app.web.filters import safe_url
 from app.web.render import Segment, render_body, toc_items
 from app.web.state import WebState
@@ -87,11 +87,10 @@ class Summary:
     latest: dict[str, Any] | None
 
 
-def summary(store: Store, conn: Connection, index: StatusIndex | None = None) -> Summary:
-    """From the store's status index (rebuilt only when the index or the evidence changed)."""
-    index = index or store.status_index(conn)
-    counts = index.counts()
-    return Summary(counts, len(index.snippets), index.evidence_count, queries.latest_run(conn))
+def summary(store: Store, conn: Connection) -> Summary:
+    """From the statuses stored with the snippets (app/evidence/status.py): counted in SQL, nothing rebuilt."""
+    counts = evidence_status.status_counts(conn)
+    return Summary(counts, sum(counts.values()), store.evidence.count(conn), queries.latest_run(conn))
 
 
 @dataclass
@@ -135,9 +134,8 @@ def home_view(
         for p in listing.pages:
             grouped[p.type][vendor_of(p)].append(p)
         groups = [(t, sorted(v.items())) for t, v in sorted(grouped.items(), key=lambda kv: (kv[0] == "source", kv[0]))]
-        index = store.status_index(conn)
-        per_page = index.page_counts([p.id for p in listing.pages])
-        total = summary(store, conn, index)
+        per_page = evidence_status.page_status_counts(conn, [p.id for p in listing.pages])
+        total = summary(store, conn)
     return HomeView(
         groups=groups,
         total=listing.total,
@@ -233,75 +231,8 @@ def sketch_or_invalid_row(s: SnippetPublic, page_title: str) -> DashboardRow:
     return DashboardRow(s, page_title, TargetEvidence("—", note.status, [note]))
 
 
-class RowKey(NamedTuple):
-    """One dashboard row, compact: what filtering, counting and ordering need."""
-
-    rank: int
-    page_id: str
-    position: int
-    target_key: tuple[int, str]
-    snippet_id: str
-    target: str
-    status: str
-
-
-@dataclass(frozen=True)
-class DashboardIndex:
-    """Every snippet × target row as compact keys (failures first), and what the unfiltered page shows."""
-
-    version: tuple[Any, ...]
-    keys: list[RowKey]
-    targets: list[str]  # every target with a row, sm_90a before sm_100a
-    pages: list[tuple[str, str]]  # (id, title) of pages with rows, by title; at most 1000 (the picker)
-    statuses: Counter[str]  # rows per status, unfiltered
-
-
-def _row_keys(snippets: list[SnippetPublic]) -> list[RowKey]:
-    return [
-        RowKey(
-            rank(r.target.status), s.page_id, s.position, target_order(r.target.target), s.id, r.target.target, r.target.status
-        )
-        for s in snippets
-        for r in dashboard_rows(s, "")
-    ]
-
-
-def dashboard_index(store: Store, web: WebState, conn: Connection) -> DashboardIndex:
-    """Built once per data version: a request then filters and pages keys, reading only its window.
-
-    When only evidence was added since the last one (`evidence_status.changed_since`), only the
-    snippets with new records are read again.
-    """
-    version = evidence_status.data_version(conn)
-    last = web.dashboard
-    if last is not None and last.version == version:
-        return last
-    with web.dashboard_lock:
-        last = web.dashboard
-        if last is not None and last.version == version:
-            return last
-        changed = evidence_status.changed_since(conn, last.version, version) if last is not None else None
-        if last is not None and changed is not None:
-            gone = set(changed)
-            fresh = [
-                s
-                for i in range(0, len(changed), 500)
-                for s in store.evidence.snippets_with_evidence(conn, ids=changed[i : i + 500])
-            ]
-            keys = sorted([k for k in last.keys if k.snippet_id not in gone] + _row_keys(fresh))
-            pages = last.pages
-        else:
-            keys = sorted(_row_keys(store.evidence.snippets_with_evidence(conn)))
-            titles = queries.page_titles(conn, sorted({k.page_id for k in keys})[:1000])
-            pages = sorted(titles.items(), key=lambda p: p[1].lower())
-        targets = sorted({k.target for k in keys if k.target != "—"}, key=target_order)
-        web.dashboard = DashboardIndex(version, keys, targets, pages, Counter(k.status for k in keys))
-        return web.dashboard
-
-
 def dashboard_view(
     store: Store,
-    web: WebState,
     status: str | None,
     target: str | None,
     page: str | None,
@@ -309,33 +240,28 @@ def dashboard_view(
     conn: Connection | None = None,
     limit: int = DASHBOARD_PAGE_SIZE,
 ) -> DashboardView:
-    """One window of the snippet × target rows, failures first, filtered and counted over compact keys.
-
-    Only the window's snippets are read with their evidence; the keys are rebuilt when the data changes.
-    """
+    """One window of the snippet × target rows, failures first, filtered, counted and paged in SQL over the
+    stored lines (app/evidence/status.py); only the window's snippets are read with their evidence."""
     with store.connection(conn) as conn:
-        index = dashboard_index(store, web, conn)
-        chosen = index.keys
-        if target or page:
-            chosen = [k for k in chosen if (not target or k.target == target) and (not page or k.page_id == page)]
-        statuses = Counter(k.status for k in chosen) if (target or page) else index.statuses
-        if status:
-            chosen = [k for k in chosen if k.status == status]
-        window = chosen[offset : offset + limit]
-        ids = sorted({k.snippet_id for k in window})
+        found = evidence_status.line_window(conn, status, target, page, limit, offset)
+        targets = sorted(evidence_status.line_targets(conn), key=target_order)
+        pages = evidence_status.line_pages(conn)
+        ids = sorted({sid for sid, _, _ in found.lines})
         snippets = {s.id: s for s in store.evidence.snippets_with_evidence(conn, ids=ids)} if ids else {}
-        window_titles = queries.page_titles(conn, sorted({k.page_id for k in window}))
+        window_titles = queries.page_titles(conn, sorted({s.page_id for s in snippets.values()}))
         latest = queries.latest_run(conn)
     rows = []
-    for k in window:
-        s = snippets.get(k.snippet_id)
+    for snippet_id, line_target, _ in found.lines:
+        s = snippets.get(snippet_id)
         if s is None:
             continue
         title = window_titles.get(s.page_id, s.page_id)
         rows.append(
             sketch_or_invalid_row(s, title)
-            if k.target == "—"
-            else DashboardRow(s, title, target_evidence(k.target, s.evidence.get(k.target, []), s.target_status.get(k.target)))
+            if line_target == NO_TARGET
+            else DashboardRow(
+                s, title, target_evidence(line_target, s.evidence.get(line_target, []), s.target_status.get(line_target))
+            )
         )
-    ordered = {st: statuses[st] for st in STATUS_ORDER if statuses.get(st)}
-    return DashboardView(rows, len(chosen), ordered, index.targets, index.pages, latest, offset, limit)
+    ordered = {st: found.statuses[st] for st in STATUS_ORDER if found.statuses.get(st)}
+    return DashboardView(rows, found.total, ordered, [t for t in targets if t != NO_TARGET], pages, latest, offset, limit)

@@ -93,3 +93,20 @@ def test_only_snippets_whose_content_changed_are_reported_as_changed(store, wiki
     report = store.reindex(wiki_dir)
     assert report.updated == ["hw-tma"]
     assert report.changed_snippets == ["hw-tma:2"]
+
+
+def test_bulk_insert_writes_every_row_and_text_with_nul_on_both_backends(store) -> None:  # type: ignore[no-untyped-def]
+    """COPY on PostgreSQL, executemany on SQLite: the same rows come back, a NUL as U+FFFD on PostgreSQL (its text has none)."""
+    from sqlalchemy import text
+
+    from app.index.db import bulk_insert
+    from app.index.models import DiagnosticRow
+
+    rows = [{"path": f"bulk/{i}.md", "line": i, "severity": "info", "message": f"row {i}\ttab"} for i in range(1200)]
+    rows[7]["message"] = "nul\x00here"
+    with store.engine.begin() as conn:
+        bulk_insert(conn, DiagnosticRow, rows)
+    with store.engine.connect() as conn:
+        back = dict(conn.execute(text("SELECT line, message FROM diagnostic WHERE path LIKE 'bulk/%'")).all())
+    assert len(back) == 1200 and back[3] == "row 3\ttab"
+    assert back[7] == ("nul\x00here" if store.engine.dialect.name == "sqlite" else "nul\ufffdhere")

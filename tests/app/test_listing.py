@@ -54,26 +54,76 @@ def test_graph_is_the_most_linked_pages_or_a_neighbourhood(live: Any) -> None:
     assert live.get("/api/graph", params={"depth": 9}).status_code == 422
 
 
-def test_status_index_follows_new_evidence_like_a_fresh_build(store: Any, wiki_dir: Any) -> None:
-    from app.evidence.status import build_status_index, data_version
+def _stored_against_rule(store: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(what the index stores, what runner/status.py's rules say now) for every snippet: status and dashboard lines."""
+    from sqlalchemy import text
+
+    from app.evidence.store import status_lines
+
+    with store.engine.connect() as conn:
+        judged = store.evidence.snippets_with_evidence(conn)  # the rules (summarize_snippet) applied afresh
+        stored = dict(conn.execute(text("SELECT id, status FROM snippet")).all())
+        lines: dict[str, set[tuple[str, str]]] = {}
+        for sid, target, status in conn.execute(text("SELECT snippet_id, target, status FROM snippet_target")):
+            lines.setdefault(sid, set()).add((target, status))
+    rule = {s.id: s.status for s in judged}
+    rule_lines = {s.id: set(status_lines(s)) for s in judged}
+    return {"status": stored, "lines": lines}, {"status": rule, "lines": rule_lines}
+
+
+def test_stored_statuses_follow_the_rules_after_ingest_reindex_and_stale_evidence(store: Any, wiki_dir: Any) -> None:
     from bench.records import record
 
-    (wiki_dir / "many.md").write_text(
-        "---\nid: many\ntitle: Many snippets\ntype: technique\narchitectures: [sm90a]\n---\n"
-        + "".join(f"\n```cuda\n__global__ void k{i}() {{}}\n```\n" for i in range(3))
-    )
+    page = wiki_dir / "many.md"
+    head = "---\nid: many\ntitle: Many snippets\ntype: technique\narchitectures: [sm90a, sm100a]\n---\n"
+    page.write_text(head + "".join(f"\n```cuda\n__global__ void k{i}() {{}}\n```\n" for i in range(3)))
     store.reindex(wiki_dir)
+    stored, rule = _stored_against_rule(store)
+    assert stored == rule and {stored["status"][f"many:{i}"] for i in (1, 2, 3)} == {"unknown"}
     with store.engine.connect() as conn:
-        before = store.status_index(conn)
         snippets = [s.model_dump() for s in store.evidence.snippets_with_evidence(conn, page_id="many")]
-    assert {s.status for s in before.snippets if s.page_id == "many"} == {"unknown"}
-    store.evidence.add([record(snippets[0], "sm_90a", "compile", "pass"), record(snippets[1], "sm_90a", "compile", "fail")])
+
+    # ingest: a pass on one target only (partial), a failure, a stale record on a third; other targets untouched
+    store.evidence.add(
+        [
+            record(snippets[0], "sm_90a", "compile", "pass"),
+            record(snippets[1], "sm_90a", "compile", "fail"),
+            record(snippets[2], "sm_90a", "compile", "pass", stale=True),
+            record(snippets[2], "sm_80", "compile", "pass"),  # a target the block does not declare: a line of its own
+        ]
+    )
+    stored, rule = _stored_against_rule(store)
+    assert stored == rule
+    assert [stored["status"][f"many:{i}"] for i in (1, 2, 3)] == ["partial", "fail", "stale"]
+    assert ("sm_80", "pass") in stored["lines"]["many:3"]
+
+    store.evidence.add([record(snippets[0], "sm_100a", "compile", "pass")])
+    stored, rule = _stored_against_rule(store)
+    assert stored == rule and stored["status"]["many:1"] == "pass"
+
+    # a reindex that changes the first snippet's code: its passes are now stale; the others keep theirs
+    page.write_text(page.read_text().replace("void k0() {}", "void k0() { return; }"))
+    report = store.reindex(wiki_dir)
+    assert report.updated == ["many"]
+    stored, rule = _stored_against_rule(store)
+    assert stored == rule and [stored["status"][f"many:{i}"] for i in (1, 2, 3)] == ["stale", "fail", "stale"]
+
+    # the page loses its third block and turns the second into a sketch
+    page.write_text(head + "\n```cuda\n__global__ void k0() { return; }\n```\n\n```cuda sketch\n__global__ void k1() {}\n```\n")
+    store.reindex(wiki_dir)
+    stored, rule = _stored_against_rule(store)
+    assert stored == rule and "many:3" not in stored["status"] and "many:3" not in stored["lines"]
+    assert stored["status"]["many:2"] == "unverified" and stored["lines"]["many:2"] == {("—", "unverified")}
+
+
+def test_an_index_from_before_stored_statuses_is_judged_when_the_schema_is_made(store: Any) -> None:
+    from sqlalchemy import text
+
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE snippet SET status = NULL")
+        conn.exec_driver_sql("DELETE FROM snippet_target")
+    store.create_schema()
+    stored, rule = _stored_against_rule(store)
+    assert stored == rule and stored["status"] and None not in stored["status"].values()
     with store.engine.connect() as conn:
-        after = store.status_index(conn)
-        fresh = build_status_index(conn, store.evidence, data_version(conn))
-    assert after is not before and after.snippets == fresh.snippets and after.evidence_count == fresh.evidence_count == 2
-    assert {s.id: s.status for s in after.snippets if s.page_id == "many"} == {
-        "many:1": "pass",
-        "many:2": "fail",
-        "many:3": "unknown",
-    }
+        assert conn.execute(text("SELECT count(*) FROM snippet_target")).scalar()

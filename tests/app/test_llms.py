@@ -146,3 +146,20 @@ def test_llms_documents_are_rendered_once_per_version_with_a_strong_etag_304_and
     assert changed.status_code == 200 and "Renamed for the cache test" in changed.text
     renamed = agent_live.get("/llms.txt", headers={"If-None-Match": index_etag})
     assert renamed.status_code == 200 and "[Renamed for the cache test]" in renamed.text
+
+
+def test_llms_txt_reads_descriptions_stored_at_indexing_and_works_out_those_of_older_indexes(store) -> None:  # type: ignore[no-untyped-def]
+    from sqlalchemy import text
+
+    from app.agents.documents import llms_txt
+    from app.index.markdown import description
+
+    with store.engine.connect() as conn:
+        stored = dict(conn.execute(text("SELECT id, description FROM page")).all())
+        bodies = dict(conn.execute(text("SELECT id, body FROM page")).all())
+    assert stored and all(stored[pid] == description(bodies[pid]) for pid in stored)
+    assert "The TMA copies tiles between global and shared memory." in stored.values()
+    before = llms_txt(store, "http://x")
+    with store.engine.begin() as conn:  # an index from before migration 0010: no stored description
+        conn.exec_driver_sql("UPDATE page SET description = NULL")
+    assert llms_txt(store, "http://x") == before
