@@ -185,3 +185,6 @@ def table_of(model: type[SQLModel]) -> FromClause:
     The same object as the class's `__table__`, which SQLModel's type hints do not declare.
     """
     return inspect(model).local_table
+
+
+from app.tryrun import models as _tryrun_models  # noqa: E402,F401  (registers the try-run tables: app/tryrun/models.py)
