@@ -113,3 +113,14 @@ def http_post(server_url: str, token: str, timeout_s: float) -> PostFn:
             )
 
     return post
+
+
+def try_runtime_for(settings: Any, token: str, gpus: list[Any] | None, toolchain: Any) -> TryRuntime:
+    """The try runtime of a GPU worker: its GPUs and toolchain (None: discovered), the service it reports to."""
+    return TryRuntime(
+        post=http_post(settings.server_url, token, settings.worker_http_timeout_s),
+        toolchain=toolchain,
+        gpus=gpus,
+        isolation=settings.isolation,
+        work_dir=Path(settings.try_dir),
+    )

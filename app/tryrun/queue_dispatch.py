@@ -6,6 +6,7 @@ GPU worker runs it (app/tryrun/jobs.py) and posts progress and result back throu
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from app.settings import Settings
@@ -21,6 +22,7 @@ class QueueDispatcher:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._app: Any = None
+        self._lock = threading.Lock()  # one App, opened for one defer at a time
 
     def tag(self) -> tuple[str, str]:
         """The toolchain the fleet's workers are set to (Settings.toolchain; 'fleet': whatever they have)."""
@@ -61,11 +63,12 @@ class QueueDispatcher:
     def start(self, unit: Unit, try_id: str, compile_only: str | None) -> None:
         from app.queue.tasks import build_app, ensure_schema
 
-        if self._app is None:
-            ensure_schema(self.settings)
-            self._app = build_app(self.settings)
-        with self._app.open():
-            self._app.job_manager.batch_defer_jobs([self.job(unit, try_id, compile_only)])
+        with self._lock:
+            if self._app is None:
+                ensure_schema(self.settings)
+                self._app = build_app(self.settings)
+            with self._app.open():
+                self._app.job_manager.batch_defer_jobs([self.job(unit, try_id, compile_only)])
 
     def close(self) -> None:
         return None

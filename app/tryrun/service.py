@@ -9,6 +9,7 @@ run: the caller's quota is checked (app/tryrun/quota.py) and the unit goes to th
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -21,6 +22,8 @@ from app.tryrun.models import TryResultRow
 from app.tryrun.store import TryResults
 from app.tryrun.tokens import ANONYMOUS, Caller, Refused, authenticate
 from app.tryrun.unit import Unit
+
+log = logging.getLogger("kernelwiki.try")
 
 ANONYMOUS_COMPILE_ONLY = "anonymous callers may only compile (a token runs programs)"
 NO_GPU = "no GPU on this server: built only, nothing was run"
@@ -130,7 +133,26 @@ class TryService:
         if not claim.fresh:
             self.dispatcher.release()
             return Submitted(claim.row, fresh=False)
-        self.dispatcher.start(unit, claim.row.id, compile_only)
+        try:
+            self.dispatcher.start(unit, claim.row.id, compile_only)
+        except Exception as exc:  # noqa: BLE001 - the queue is away: the run ends as a fault (not final), said in `done`
+            from app.tryrun.execute import result_record
+
+            log.warning("try run %s could not be queued: %s", claim.row.id, exc)
+            fault = result_record(
+                unit,
+                claim.row.id,
+                [],
+                toolchain={},
+                gpus=[],
+                isolation=None,
+                compile_only=compile_only,
+                listings={},
+                duration_s=0.0,
+                executor=self.dispatcher.kind,
+                fault=f"could not be queued: {type(exc).__name__}: {exc}",
+            )
+            self.results.finish(claim.row.id, fault)
         return Submitted(claim.row, fresh=True)
 
     def close(self) -> None:
