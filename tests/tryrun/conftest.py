@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,7 @@ def events_of(response: httpx.Response) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+@contextmanager
 def serve(settings: Any) -> Iterator[TryClient]:
     from app.main import create_app
 
@@ -85,4 +87,5 @@ def serve(settings: Any) -> Iterator[TryClient]:
 @pytest.fixture
 def tried(tmp_path: Path, wiki_dir: Path) -> Iterator[TryClient]:
     """The service with try runs on: SQLite, the local pool (this machine has no GPU: compile-only)."""
-    yield from serve(try_settings(tmp_path, wiki_dir))
+    with serve(try_settings(tmp_path, wiki_dir)) as client:
+        yield client

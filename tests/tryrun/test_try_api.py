@@ -192,7 +192,7 @@ def test_a_full_pool_refuses_with_retry_after(tried: TryClient) -> None:
 
 def test_anonymous_callers_compile_only_where_the_operator_allows_it(tmp_path: Path, wiki_dir: Path) -> None:
     _needs_bwrap_and_nvcc()
-    for client in serve(try_settings(tmp_path, wiki_dir, try_anonymous=True, try_anonymous_compiles_per_hour=1)):
+    with serve(try_settings(tmp_path, wiki_dir, try_anonymous=True, try_anonymous_compiles_per_hour=1)) as client:
         answer = client.post({"source": "int main() { return 0; }\n", "lang": "cpp", "targets": ["any"]})
         result = events_of(answer)[-1][1]["run"]["result"]
         assert result["compile_only"] == "anonymous callers may only compile (a token runs programs)"
