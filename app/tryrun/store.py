@@ -118,41 +118,38 @@ class TryResults:
             return Claim(row, fresh=True)
         raise RuntimeError(f"try result {key[:24]}: could not be claimed")
 
-    def add_event(self, try_id: str, event: str, data: dict[str, Any] | None = None) -> None:
-        """Append a progress event (compiling, running) and move the row's state to it."""
+    def _append(self, try_id: str, event: dict[str, Any], **values: Any) -> None:
+        """Append `event` to the row's events and set `values`, in one transaction (nothing when the row is gone)."""
         now = now_iso()
         with self.engine.begin() as conn:
             found = conn.execute(select(col(TryResultRow.events)).where(col(TryResultRow.id) == try_id)).first()
             if found is None:
                 return
-            events = json.loads(found[0])
-            events.append({"event": event, "at": now, **(data or {})})
+            events = [*json.loads(found[0]), {**event, "at": now}]
+            values = {k: (now if v is _NOW else v) for k, v in values.items()}
             conn.execute(
                 update(TryResultRow)
                 .where(col(TryResultRow.id) == try_id)
-                .values(events=json.dumps(events), state=event if event in STATES else "queued", updated_at=now)
+                .values(events=json.dumps(events), updated_at=now, **values)
             )
+
+    def add_event(self, try_id: str, event: str, data: dict[str, Any] | None = None) -> None:
+        """Append a progress event (compiling, running) and move the row's state to it."""
+        self._append(try_id, {"event": event, **(data or {})}, state=event if event in STATES else "queued")
 
     def finish(self, try_id: str, result: dict[str, Any]) -> None:
         """Store the finished record: state `done`, its status, the GPU seconds it really used."""
-        now = now_iso()
-        with self.engine.begin() as conn:
-            found = conn.execute(select(col(TryResultRow.events)).where(col(TryResultRow.id) == try_id)).first()
-            if found is None:
-                return
-            events = json.loads(found[0])
-            events.append({"event": "done", "at": now, "status": result["status"]})
-            conn.execute(
-                update(TryResultRow)
-                .where(col(TryResultRow.id) == try_id)
-                .values(
-                    events=json.dumps(events),
-                    state="done",
-                    status=result["status"],
-                    final=result.get("fault") is None,
-                    gpu_seconds=float(result.get("gpu_seconds") or 0),
-                    result=json.dumps(result, ensure_ascii=False),
-                    updated_at=now,
-                    finished_at=now,
-                )
-            )
+        self._append(
+            try_id,
+            {"event": "done", "status": result["status"]},
+            state="done",
+            status=result["status"],
+            final=result.get("fault") is None,
+            gpu_seconds=float(result.get("gpu_seconds") or 0),
+            result=json.dumps(result, ensure_ascii=False),
+            finished_at=_NOW,
+        )
+
+
+_NOW = object()
+"""A value of `_append` that stands for the transaction's time."""
