@@ -12,8 +12,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Path, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from app.api.evidence import read_capped
 from app.deps import require_runner_token
 from app.tryrun.pool import PoolFull
 from app.tryrun.service import QuotaExceeded, Submitted, TryService, public_row
@@ -78,21 +80,40 @@ def admit(service: TryService, unit: Unit, caller: Caller) -> Submitted:
         raise HTTPException(429, str(exc), headers={"Retry-After": str(exc.retry_after_s)}) from None
 
 
+def body_limit(service: TryService) -> int:
+    """Bytes a request body may have: twice the source limit (JSON escapes) and room for the other fields."""
+    return 2 * service.settings.try_max_source_bytes + 64 * 1024
+
+
+async def read_body(request: Request, service: TryService) -> TryIn:
+    """The body, read only after the token was checked, refused (413) past `body_limit`, as a `TryIn` (422 naming
+    the field otherwise)."""
+    raw = await read_capped(request, body_limit(service))
+    try:
+        return TryIn.model_validate_json(raw)
+    except ValidationError as exc:
+        detail = [{"loc": ["body", *map(str, e["loc"])], "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+        raise HTTPException(422, detail or "not a JSON object") from None
+
+
 @router.post(
     "/try",
+    openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": TryIn.model_json_schema()}}}},
     responses={
         200: {"description": "Server-Sent Events: queued, compiling, running, done (or JSON with Accept: application/json)"},
         401: {"description": "no token, or an unknown one (anonymous compiles are off)"},
         403: {"description": "a revoked token, or a run that can never fit its quota"},
         404: {"description": "try runs are off on this server"},
+        413: {"description": "the body is longer than twice the source limit"},
         422: {"description": "a field is wrong: `loc` names it"},
         429: {"description": "a quota is used up, or the pool is full: Retry-After says when to ask again"},
     },
 )
-async def post_try(request: Request, service: ServiceDep, caller: CallerDep, body: TryIn) -> Response:
+async def post_try(request: Request, service: ServiceDep, caller: CallerDep) -> Response:
     """Build (and run, where a GPU can) `source` as a block of `lang` with `attributes`, for `targets`, through the
     runner's sandbox and checks. The answer streams its progress; the same content asked again answers from the
     stored result. A try result is never page evidence."""
+    body = await read_body(request, service)
     unit = checked_unit(service, body)
     submitted = await run_in_threadpool(admit, service, unit, caller)
     row = submitted.row
@@ -129,9 +150,7 @@ def get_try(service: ServiceDep, try_id: TRY_ID) -> JSONResponse:
 async def post_try_event(request: Request, service: ServiceDep, try_id: TRY_ID) -> JSONResponse:
     """A GPU worker's progress on a try run of the queue (`compiling`, `running`) and its result (`done`), with
     the runner token. Stored as the try result, never as evidence."""
-    raw = await request.body()
-    if len(raw) > service.settings.evidence_max_body_bytes:
-        raise HTTPException(413, f"the body is {len(raw)} bytes, more than {service.settings.evidence_max_body_bytes}")
+    raw = await read_capped(request, service.settings.evidence_max_body_bytes)
     try:
         body = json.loads(raw)
     except ValueError:

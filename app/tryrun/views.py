@@ -18,6 +18,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from app.api.evidence import read_capped
 from app.tryrun.routes import OFF, TRY_ID, admit
 from app.tryrun.service import TryService, public_row
 from app.tryrun.stream import wait_done
@@ -155,9 +156,7 @@ async def run_form(request: Request) -> Response:
     """The form without JavaScript: run, wait for the result, and show its share page (303); problems re-show the
     editor with the message next to the field."""
     service = _service(request)
-    raw = await request.body()
-    if len(raw) > FORM_MAX_BYTES:
-        raise HTTPException(413, f"the form is {len(raw)} bytes, more than {FORM_MAX_BYTES}")
+    raw = await read_capped(request, FORM_MAX_BYTES)
     form = parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True)
 
     def one(name: str) -> str:

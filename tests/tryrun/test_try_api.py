@@ -68,8 +68,12 @@ def test_bad_fields_are_422s_each_naming_its_parameter(tried: TryClient) -> None
     assert "longer than a try run may hold a GPU (30 s)" in problems(source=PROGRAM, attributes="run timeout=120")["attributes"]
     assert "more than this server's limit of 65536" in problems(source="x" * 70_000)["source"]
     assert "arch= and targets both" in problems(attributes="arch=sm_90a")["attributes"]
-    missing = tried.post({"lang": "cuda"}, token)  # FastAPI's own validation: the same shape, the field named
+    missing = tried.post({"lang": "cuda"}, token)  # pydantic's own validation: the same shape, the field named
     assert missing.status_code == 422 and missing.json()["error"]["detail"][0]["loc"] == ["body", "source"]
+    huge = tried.http.post("/api/try", content=b"x" * 400_000, headers={"Authorization": f"Bearer {token}"})
+    assert huge.status_code == 413 and "may not exceed 196608 bytes" in huge.json()["error"]["detail"]
+    anonymous_huge = tried.http.post("/api/try", content=b"x" * 400_000)  # the token is checked before the body is read
+    assert anonymous_huge.status_code == 401
     with tried.service.engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM try_result")).scalar() == 0  # nothing was admitted
 
