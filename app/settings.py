@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -78,5 +79,7 @@ class Settings(BaseSettings):
     try_max_timeout_s: int = 30  # the most a try run's `timeout=` may ask for (runs hold the GPU that long at most)
     try_pool_workers: int = 1  # local pool (no job queue): try runs built at once
     try_pool_queue: int = 8  # local pool: try runs waiting; beyond it a request is refused (429) until one ends
-    try_executor: str = "auto"  # local (the service's pool), queue (GPU workers), auto: queue where the index is PostgreSQL
+    try_executor: Literal["auto", "local", "queue"] = (
+        "auto"  # local (the service's pool), queue (GPU workers), auto: queue where the index is PostgreSQL
+    )
     try_dir: Path = Path(".kernelwiki/try")  # the local pool's runner cache and kept SASS/PTX (never the nightly cache)
