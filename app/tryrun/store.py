@@ -23,7 +23,7 @@ from app.tryrun.unit import Unit
 
 ABANDONED_AFTER_S = 900
 """A try run with no progress for this long is taken as lost (its process ended): the same content asked again
-runs again, and a stream waiting on it ends with an error."""
+runs again, and a stream waiting on it ends with an error. (Not one still waiting in the job queue.)"""
 
 STATES = ("queued", "compiling", "running", "done")
 _TABLE = inspect(TryResultRow).local_table
@@ -67,9 +67,12 @@ class TryResults:
 
     @staticmethod
     def reusable(row: TryResultRow, now: datetime | None = None) -> bool:
-        """May a request for the same content be answered by `row` (done and final, or still making progress)?"""
+        """May a request for the same content be answered by `row`: done and final, waiting in the job queue (which
+        keeps it, and retries it when its worker dies), or still making progress?"""
         if row.state == "done":
             return row.final
+        if row.executor == "queue" and row.state == "queued":
+            return True
         return (now or datetime.now(UTC)) - parse_iso(row.updated_at) < timedelta(seconds=ABANDONED_AFTER_S)
 
     def claim(self, key: str, unit: Unit, caller: Caller, executor: str, compile_only: bool, reserve_gpu_s: float) -> Claim:
