@@ -67,9 +67,9 @@ def settings_for(queue_url: str):  # type: ignore[no-untyped-def]
 
 
 def run_worker(queue_url: str, log: str, hold_ms: str) -> None:
-    from app.queue import ANY_QUEUE, build_app
-    from app.tryrun.jobs import try_queues
-    from app.worker import _serve
+    from app.queue.tasks import ANY_QUEUE, build_app
+    from app.queue.worker import _serve
+    from app.tryrun.work.jobs import try_queues
 
     settings = settings_for(queue_url)
     hold = float(hold_ms) / 1000
@@ -81,7 +81,7 @@ def run_worker(queue_url: str, log: str, hold_ms: str) -> None:
 def verification_job(i: int, run: str):  # type: ignore[no-untyped-def]
     from procrastinate import jobs as pjobs
 
-    from app.queue import VERIFY, lock_of
+    from app.queue.tasks import VERIFY, lock_of
 
     sid = f"{run}-{i}:1"
     return pjobs.Job(
@@ -99,9 +99,9 @@ def scenario(name: str, tries: int, verifications: int, hold_ms: int, arriving: 
     import psycopg
     from sqlalchemy import create_engine, text
 
-    from app.queue import build_app, ensure_schema
+    from app.queue.tasks import build_app, ensure_schema
     from app.tryrun.queue_dispatch import QueueDispatcher
-    from app.tryrun.unit import TryIn, build_unit
+    from app.tryrun.work.unit import TryIn, build_unit
 
     admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
     db = f"kw_benchtry_{uuid.uuid4().hex[:8]}"

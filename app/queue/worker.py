@@ -35,7 +35,7 @@ from app.queue.job import Runtime, VerifyFn, runner_verify
 from app.queue.target_check import WorkerRefused, check_sandbox, check_targets
 from app.queue.tasks import ANY_QUEUE, CONTROL_QUEUE, build_app, ensure_schema, recover_stalled
 from app.settings import Settings
-from app.tryrun.jobs import try_queues, try_runtime_for
+from app.tryrun.work.jobs import try_queues, try_runtime_for
 
 log = logging.getLogger("kernelwiki.worker")
 

@@ -8,8 +8,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from app.cli.options import DbOpt
-
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
@@ -18,6 +16,9 @@ tokens_cli = typer.Typer(
 )
 out = Console()
 err = Console(stderr=True)
+DbOpt = Annotated[
+    str | None, typer.Option("--db", help="index URL", envvar="KERNELWIKI_DB")
+]  # as app.cli.options has it (floors)
 
 
 def _engine(db: str | None) -> Engine:

@@ -19,7 +19,7 @@ from app.tryrun.pool import PoolFull
 from app.tryrun.service import QuotaExceeded, TryService
 from app.tryrun.stream import wait_done_blocking
 from app.tryrun.tokens import Refused
-from app.tryrun.unit import Invalid, TryIn, build_unit
+from app.tryrun.work.unit import Invalid, TryIn, build_unit
 
 PROVES = """What a pass proves: it compiled for each target (sm_XX) with the nvcc version the answer names, inside
 the same sandbox and with the same checks (sass=/ptx= patterns, output=) as the wiki's own snippets; for

@@ -16,9 +16,9 @@ from contextlib import nullcontext
 from typing import Any
 
 from app.settings import Settings
-from app.tryrun.execute import execute
 from app.tryrun.store import TryResults
-from app.tryrun.unit import Unit
+from app.tryrun.work.execute import execute
+from app.tryrun.work.unit import Unit
 
 log = logging.getLogger("kernelwiki.try")
 

@@ -1,7 +1,7 @@
 """The service's side of try runs on the job queue: deferring a unit behind every verification job.
 
 The job carries the unit (the snippet as `Snippet.to_dict()`, its targets and why it is compile-only); the
-GPU worker runs it (app/tryrun/jobs.py) and posts progress and result back through `POST /api/try/{id}/events`.
+GPU worker runs it (app/tryrun/work/jobs.py) and posts progress and result back through `POST /api/try/{id}/events`.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import threading
 from typing import Any
 
 from app.settings import Settings
-from app.tryrun.jobs import TRY, TRY_PRIORITY, try_queue
-from app.tryrun.unit import Unit, with_id
+from app.tryrun.work.jobs import TRY, TRY_PRIORITY, try_queue
+from app.tryrun.work.unit import Unit, with_id
 
 
 class QueueDispatcher:

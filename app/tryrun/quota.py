@@ -1,7 +1,7 @@
 """Quotas of try runs: per token, runs started per hour and GPU seconds per day, over sliding windows.
 
 What they protect: one GPU node shared by a team, whose nightly verification must never wait on try runs
-(that is the queue's priority, app/tryrun/jobs.py) and whose compilers and GPU a single token must not hold
+(that is the queue's priority, app/tryrun/work/jobs.py) and whose compilers and GPU a single token must not hold
 all day. A run answered from the stored results costs nothing. A refusal says when the quota refills: the
 moment enough of the window's runs fall out of it.
 
@@ -19,8 +19,8 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 from sqlmodel import col
 
+from app.index.models import TryResultRow
 from app.settings import Settings
-from app.tryrun.models import TryResultRow
 from app.tryrun.store import iso, parse_iso
 from app.tryrun.tokens import Caller
 

@@ -21,7 +21,7 @@ from app.tryrun.pool import PoolFull
 from app.tryrun.service import QuotaExceeded, Submitted, TryService, public_row
 from app.tryrun.stream import progress, wait_done
 from app.tryrun.tokens import Caller, Refused
-from app.tryrun.unit import Invalid, TryIn, Unit, build_unit
+from app.tryrun.work.unit import Invalid, TryIn, Unit, build_unit
 
 router = APIRouter(prefix="/api", tags=["try"])
 

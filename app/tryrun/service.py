@@ -4,7 +4,7 @@
 targets, toolchain, where it runs) was tried before, joins a run of it that is still going, or admits a new
 run: the caller's quota is checked (app/tryrun/quota.py) and the unit goes to the local pool
 (app/tryrun/pool.py) or, where the index is PostgreSQL, to the job queue behind nightly verification
-(app/tryrun/jobs.py).
+(app/tryrun/work/jobs.py).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any, Protocol
 
 from sqlalchemy.engine import Engine
 
+from app.index.models import TryResultRow
 from app.settings import Settings
 from app.tryrun import quota
-from app.tryrun.models import TryResultRow
 from app.tryrun.store import TryResults
 from app.tryrun.tokens import ANONYMOUS, Caller, Refused, authenticate
-from app.tryrun.unit import Unit
+from app.tryrun.work.unit import Unit
 
 log = logging.getLogger("kernelwiki.try")
 
@@ -136,7 +136,7 @@ class TryService:
         try:
             self.dispatcher.start(unit, claim.row.id, compile_only)
         except Exception as exc:  # noqa: BLE001 - the queue is away: the run ends as a fault (not final), said in `done`
-            from app.tryrun.execute import result_record
+            from app.tryrun.work.execute import result_record
 
             log.warning("try run %s could not be queued: %s", claim.row.id, exc)
             fault = result_record(

@@ -17,9 +17,9 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col
 
-from app.tryrun.models import TryResultRow
+from app.index.models import TryResultRow
 from app.tryrun.tokens import Caller, now_iso
-from app.tryrun.unit import Unit
+from app.tryrun.work.unit import Unit
 
 ABANDONED_AFTER_S = 900
 """A try run with no progress for this long is taken as lost (its process ended): the same content asked again

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col
 
-from app.tryrun.models import TokenRow
+from app.index.models import TokenRow
 
 PREFIX = "kwt_"
 """Every API token starts with this, so a leaked one is recognisable (and never mistaken for the runner token)."""

@@ -23,7 +23,7 @@ from app.tryrun.routes import OFF, TRY_ID, admit
 from app.tryrun.service import TryService, public_row
 from app.tryrun.stream import wait_done
 from app.tryrun.tokens import Refused
-from app.tryrun.unit import KNOWN_TARGETS, Invalid, TryIn, build_unit
+from app.tryrun.work.unit import KNOWN_TARGETS, Invalid, TryIn, build_unit
 from app.web.respond import html_page
 from snippets.attributes import tokenize
 

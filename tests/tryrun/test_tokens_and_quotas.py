@@ -15,7 +15,7 @@ from app.settings import Settings
 from app.tryrun import quota
 from app.tryrun.store import TryResults, iso
 from app.tryrun.tokens import Caller, authenticate
-from app.tryrun.unit import TryIn, build_unit
+from app.tryrun.work.unit import TryIn, build_unit
 
 
 def test_a_token_is_printed_on_the_last_line_and_only_its_hash_is_stored(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from procrastinate import jobs as pjobs
 from sqlalchemy import text
 
 from app.queue.tasks import ANY_QUEUE, VERIFY, build_app, ensure_schema
-from app.tryrun.jobs import TRY_PRIORITY, TryRuntime, http_post, try_queue, try_queues
+from app.tryrun.work.jobs import TRY_PRIORITY, TryRuntime, http_post, try_queue, try_queues
 from runner.sandbox import ISOLATION_BWRAP, isolation_problem
 from tests.conftest import LiveServer
 from tests.tryrun.conftest import TryClient, events_of, try_settings
@@ -140,7 +140,7 @@ def test_try_jobs_wait_behind_every_verification_job_and_report_back_through_the
 
 def test_a_program_goes_to_its_targets_try_queue_and_a_build_to_try_any(queued: TryClient) -> None:
     from app.tryrun.queue_dispatch import QueueDispatcher
-    from app.tryrun.unit import TryIn, build_unit
+    from app.tryrun.work.unit import TryIn, build_unit
 
     program = build_unit(TryIn(source="int main() { return 0; }\n", lang="cuda", targets=["sm_90a", "sm_100a"]), 65536, 4, 30)
     dispatcher = QueueDispatcher(queued.service.settings)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from app.db import create_schema, make_engine
+from app.index.db import create_schema, make_engine
 from app.tryrun.store import ABANDONED_AFTER_S, TryResults
 from app.tryrun.tokens import ANONYMOUS
-from app.tryrun.unit import TryIn, build_unit
+from app.tryrun.work.unit import TryIn, build_unit
 
 
 def test_a_run_without_progress_is_taken_as_lost_unless_it_waits_in_the_job_queue(tmp_path: Path) -> None:

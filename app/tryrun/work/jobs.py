@@ -7,7 +7,7 @@ worker that has a verification job waiting never starts a try run: GPU time is n
 verification. (A try run already started is not interrupted; it holds the GPU for its timeout at most,
 `Settings.try_max_timeout_s`.)
 
-The worker runs the unit with `app.tryrun.execute.execute`, the same runner verify path as everywhere, with a
+The worker runs the unit with `app.tryrun.work.execute.execute`, the same runner verify path as everywhere, with a
 cache and artifact folder of its own (`Settings.try_dir`), and posts its progress and result to the service
 (`POST /api/try/{id}/events`, runner token), which stores them as the try result.
 
@@ -69,8 +69,8 @@ class TryRuntime:
 
     def handle(self, job: dict[str, Any]) -> str:
         """Run one try unit and post its events and result; never raises for the unit's own failure."""
-        from app.tryrun.execute import execute
-        from app.tryrun.unit import Unit
+        from app.tryrun.work.execute import execute
+        from app.tryrun.work.unit import Unit
         from snippets.snippet import Snippet
 
         try_id = str(job["try_id"])

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from app.tryrun.unit import Unit, with_id
+from app.tryrun.work.unit import Unit, with_id
 from runner.artifacts import ArtifactStore
 from runner.status import worst
 
