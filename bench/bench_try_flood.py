@@ -137,8 +137,8 @@ def scenario(name: str, tries: int, verifications: int, hold_ms: int, arriving: 
             with app.open():
                 for i in range(verifications):
                     job = verification_job(i, name)
-                    deferred[job.task_kwargs["snippet_id"]] = time.time()
                     app.job_manager.batch_defer_jobs([job])
+                    deferred[job.task_kwargs["snippet_id"]] = time.time()  # committed: a worker may fetch it from now on
                     if arriving:
                         time.sleep(hold_ms / 1000)
             deadline = time.monotonic() + 600
