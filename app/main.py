@@ -25,6 +25,7 @@ from app.search import SearchEngine, search_dir_for
 from app.settings import Settings
 from app.shutdown import quiet_cancellations
 from app.store import Store
+from app.tryrun.install import install_try
 from app.watch import IndexKeeper, IndexStatus
 from app.web import install_web
 from app.web.warm import warm_up
@@ -163,6 +164,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     install_agents(app)  # /llms.txt, /pages/{id}.md (before the HTML /pages/{id}), MCP at /mcp
     docs.install(app)
     install_error_handlers(app, install_web(app))
+    install_try(app)  # POST /api/try, the editor, MCP compile_snippet/run_snippet (issue 27; off unless Settings.try_enabled)
     return app
 
 

@@ -140,6 +140,7 @@ def run_server(settings: Settings, workers: int, say: Say, warn: Say) -> int:
             "KERNELWIKI_DB": settings.db,
             "KERNELWIKI_EVIDENCE": str(Path(settings.evidence).resolve()),
             "KERNELWIKI_WATCH": "false",
+            "KERNELWIKI_TRY": "1" if settings.try_enabled else "0",  # `serve --try` reaches every worker (docs/try.md)
             PARENT_ENV: str(os.getpid()),  # each worker ends with this process, even after a kill -9 (app/lifeline.py)
         }
     )

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import SecretStr
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -67,3 +68,21 @@ class Settings(BaseSettings):
     queue_synchronous_commit: bool = (
         False  # queue writes wait for the disk (off is safe: every queue write is redone idempotently)
     )
+
+    # -- try runs: edit a snippet and run it (issue 27, docs/try.md) --
+    try_enabled: bool = Field(
+        default=False, validation_alias=AliasChoices("try_enabled", "KERNELWIKI_TRY")
+    )  # POST /api/try and the editor are off unless `serve --try` or KERNELWIKI_TRY=1
+    try_anonymous: bool = False  # callers without a token may compile (never run), from one shared hourly quota
+    try_compiles_per_hour: int = 30  # a token's default: try runs started (not answered from the store) per hour
+    try_gpu_seconds_per_day: int = 600  # a token's default: seconds of its programs on the GPU per 24 hours
+    try_anonymous_compiles_per_hour: int = 20  # all anonymous callers together, when try_anonymous allows them
+    try_max_source_bytes: int = 64 * 1024  # a longer source is refused (422)
+    try_max_targets: int = 4  # targets one try run may name
+    try_max_timeout_s: int = 30  # the most a try run's `timeout=` may ask for (runs hold the GPU that long at most)
+    try_pool_workers: int = 1  # local pool (no job queue): try runs built at once
+    try_pool_queue: int = 8  # local pool: try runs waiting; beyond it a request is refused (429) until one ends
+    try_executor: Literal["auto", "local", "queue"] = (
+        "auto"  # local (the service's pool), queue (GPU workers), auto: queue where the index is PostgreSQL
+    )
+    try_dir: Path = Path(".kernelwiki/try")  # the local pool's runner cache and kept SASS/PTX (never the nightly cache)

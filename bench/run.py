@@ -45,6 +45,7 @@ BENCHES = (
     Bench("verify", "bench_verify.py", ("--wiki", str(REPO / "tests" / "fixtures" / "wiki")), needs="nvcc"),
     Bench("compile_batch", "bench_compile_batch.py", ("--limit", "3"), needs="nvcc"),
     Bench("queue", "bench_queue.py", ("--jobs", "200", "--workers", "2"), needs="postgres"),
+    Bench("try_flood", "bench_try_flood.py", ("--tries", "40", "--verifications", "5", "--hold-ms", "100"), needs="postgres"),
     Bench(
         "search_serve", "bench_search_serve.py", ("--pages", "1000", "--seconds", "3", "--queries", "2000"), needs="wrk+datasette"
     ),

@@ -58,6 +58,10 @@ _COLUMN_OF = {
 ProgressCallback = Callable[[int, int, str, str, str], None]
 """progress(done, total, snippet_id, target, status) after each snippet × target."""
 
+StepCallback = Callable[[str, str, str], None]
+"""on_step(snippet_id, target, step) as a step starts: "compile" before the build, "run" before the program runs
+(a result taken from the cache starts no step)."""
+
 
 @dataclass
 class VerifyReport:
@@ -196,6 +200,7 @@ class _Context:
         self.started_processes = False
         self.batches: dict[int, TargetBatch] = {}  # id(snippet) → its targets' shared nvcc runs (compile-only)
         self.artifacts: ArtifactStore | None = None  # where SASS and PTX are kept (None: not kept)
+        self.on_step: StepCallback | None = None  # told as each compile and run starts (try runs stream it)
 
     def gpus(self) -> list[Gpu]:
         with self._lock:
@@ -299,6 +304,8 @@ def _work_raw(snippet: Snippet, target: str, ctx: _Context) -> list[StepOutcome]
 def _compute(snippet: Snippet, target: str, gpu: Gpu | None, wants_run: bool, ctx: _Context) -> list[StepOutcome]:
     build_target = target if target != ANY_TARGET else "sm_90"
     batch = ctx.batches.get(id(snippet))
+    if ctx.on_step is not None:
+        ctx.on_step(snippet.id, target, "compile")
     build = build_snippet(snippet, build_target, ctx.toolchain, want_program=wants_run, isolation=ctx.isolation, batch=batch)
     try:
         outcomes = [build.outcome]
@@ -323,6 +330,8 @@ def _compute(snippet: Snippet, target: str, gpu: Gpu | None, wants_run: bool, ct
                 outcomes.append(run_step(build, snippet, target, None, ctx.toolchain, ctx.isolation))
             else:
                 with ctx.gpu_lock(gpu):
+                    if ctx.on_step is not None and build.outcome.status == "pass":
+                        ctx.on_step(snippet.id, target, "run")
                     outcomes.append(run_step(build, snippet, target, gpu, ctx.toolchain, ctx.isolation))
                     if snippet.checks.get("ncu") and outcomes[-1].status == "pass":
                         outcomes.append(ncu_step(build, snippet, gpu, ctx.toolchain, ctx.isolation))
@@ -359,6 +368,7 @@ def verify(
     isolation: str | None = None,
     snippets: list[Snippet] | None = None,
     artifacts: ArtifactStore | None = None,
+    on_step: StepCallback | None = None,
 ) -> VerifyReport:
     """Verify the snippets of the wiki at `pages_root` and return the evidence.
 
@@ -367,7 +377,7 @@ def verify(
     (results are still written to the cache); compile_only builds programs but
     does not run them. `gpus`, `toolchain` and `snippets` override discovery
     (tests, remote runners). `artifacts` keeps each clean build's normalised SASS and PTX
-    there (runner/artifacts.py). `isolation` (bwrap, unshare-net, none, auto; default
+    there (runner/artifacts.py). `on_step` is told as each compile and run starts. `isolation` (bwrap, unshare-net, none, auto; default
     the KERNELWIKI_ISOLATION setting, bwrap) must work here, else
     runner.sandbox.SandboxUnavailable is raised before anything runs. Never
     raises for a snippet's failure: failures are records.
@@ -387,6 +397,7 @@ def verify(
         tc, ResultCache(cache_root) if use_cache else _WriteOnlyCache(cache_root), compile_only, gpus, cache_root, level
     )
     ctx.artifacts = artifacts
+    ctx.on_step = on_step
     wanted = {normalize_target(t) for t in targets} if targets else None
     work = [(s, t) for s in snippets for t in (s.targets or [""]) if wanted is None or t in wanted]
     total = len(work)

@@ -21,14 +21,15 @@ APP_FLOORS: tuple[tuple[str, ...], ...] = (
     ("app", "app.settings", "app.errors", "app.schemas", "app.lifeline", "app.shutdown", "app.cache"),
     ("app.index",),  # 1: the SQL index: tables, migrations, reading pages, building the index
     ("app.search", "app.evidence"),  # 2: full-text search; evidence and snippet status (neither imports the other)
-    ("app.store",),  # 3: the façade over index, search and evidence that routes and the queue go through
+    ("app.store", "app.tryrun.work"),  # 3: the façade over index, search and evidence; a try unit and how it runs
     ("app.queue", "app.deps", "app.watch", "app.repair"),  # 4: job queue and worker; request dependencies; reindexing
     ("app.web",),  # 5: the HTML browser
     ("app.agents",),  # 6: Markdown and MCP for agents (borrows app.web.badges)
     ("app.api",),  # 7: the JSON API (borrows app.agents.budget for token-budgeted search)
-    ("app.main",),  # 8: the app factory
-    ("app.serve",),  # 9: `kernelwiki serve` (uvicorn, workers)
-    ("app.cli",),  # 10: the `kernelwiki` command line
+    ("app.tryrun",),  # 8: try runs: tokens, quotas, stored results, their API, editor and MCP tools (issue 27)
+    ("app.main",),  # 9: the app factory
+    ("app.serve",),  # 10: `kernelwiki serve` (uvicorn, workers)
+    ("app.cli",),  # 11: the `kernelwiki` command line
 )
 """app/ from the ground up, read from the real import graph: a unit (a package, or a module at app/'s top) may import
 the units on floors below its own, never one on its own floor or above. A new module of app/ gets a floor here."""

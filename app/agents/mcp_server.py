@@ -331,6 +331,7 @@ def mount_http(app: FastAPI) -> None:
     """Serve the tools at `/mcp` of `app` (stateless streamable HTTP), its session manager run by the app's lifespan."""
     settings: Settings = app.state.settings
     server = build_server(lambda: getattr(app.state, "store", None), settings.server_url, settings.evidence)
+    app.state.mcp_server = server  # more tools may be added: the try tools (app/tryrun/mcp_tools.py)
     server.streamable_http_app(  # makes the session manager; its Starlette app is not used
         streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=settings.host
     )

@@ -194,11 +194,17 @@ def serve(
             help="uvicorn worker processes for multi-core hosts; they open the index read-only while this process indexes",
         ),
     ] = 1,
+    try_runs: Annotated[
+        bool | None,
+        typer.Option(
+            "--try/--no-try", help="let token holders compile and run edited snippets (docs/try.md)", envvar="KERNELWIKI_TRY"
+        ),
+    ] = None,
 ) -> None:
     """Serve the API and the docs browser at once, indexing the wiki in the background (/api/health shows progress)."""
     from app.serve import run_server
 
-    settings = settings_for(wiki, db, evidence=evidence, host=host, port=port, watch=watch)
+    settings = settings_for(wiki, db, evidence=evidence, host=host, port=port, watch=watch, try_enabled=try_runs)
     code = run_server(
         settings,
         workers,
@@ -389,9 +395,11 @@ def evidence_import(
 
 from app.cli.toolchains import register as register_toolchain_commands  # noqa: E402  (toolchains, matrix)
 from app.queue.cli import register as register_queue_commands  # noqa: E402  (worker, jobs)
+from app.tryrun.cli import register as register_token_commands  # noqa: E402  (tokens: try runs, issue 27)
 
 register_queue_commands(cli)
 register_toolchain_commands(cli)
+register_token_commands(cli)
 
 
 def main() -> None:

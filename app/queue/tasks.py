@@ -36,6 +36,7 @@ import procrastinate
 from procrastinate import jobs as pjobs
 
 from app.settings import Settings
+from app.tryrun.work.jobs import register_try_task
 
 log = logging.getLogger("kernelwiki.queue")
 
@@ -104,6 +105,7 @@ def build_app(settings: Settings) -> procrastinate.App:
     def nightly(context: procrastinate.JobContext, timestamp: int) -> str:
         return _scheduler(context).enqueue(force=settings.nightly_force).summary()
 
+    register_try_task(app)  # kernelwiki.try, below every verification job in priority (app/tryrun/work/jobs.py)
     return app
 
 

@@ -35,6 +35,7 @@ from app.queue.job import Runtime, VerifyFn, runner_verify
 from app.queue.target_check import WorkerRefused, check_sandbox, check_targets
 from app.queue.tasks import ANY_QUEUE, CONTROL_QUEUE, build_app, ensure_schema, recover_stalled
 from app.settings import Settings
+from app.tryrun.work.jobs import try_queues, try_runtime_for
 
 log = logging.getLogger("kernelwiki.worker")
 
@@ -147,6 +148,8 @@ def run_gpu_worker(
     """
     targets = [targets] if isinstance(targets, str) else list(targets)
     settings = shed_secrets(settings)
+    gpus: list[Any] | None = None  # found by check_targets; None (tests' fake verify): the runner discovers them
+    toolchain: Any = None
     if verify is None:
         from runner.sandbox import WORKER_CGROUP_DEFAULT, cgroup_problem
 
@@ -165,9 +168,11 @@ def run_gpu_worker(
     app = build_app(settings)
     with EvidenceClient(settings.server_url, token, settings.worker_http_timeout_s) as client:
         runtime = Runtime(targets, toolchain_label or "unknown", client, verify, name or socket.gethostname())
+        try_runtime = try_runtime_for(settings, token, gpus, toolchain)  # try runs (issue 27), after every verification job
         scrub_environment()
-        queues = [*targets, ANY_QUEUE]
-        asyncio.run(_serve(app, settings, queues, {"runtime": runtime}, f"{'+'.join(targets)}@{runtime.name}", queues))
+        queues = [*targets, ANY_QUEUE, *try_queues(targets)]
+        context = {"runtime": runtime, "try_runtime": try_runtime}
+        asyncio.run(_serve(app, settings, queues, context, f"{'+'.join(targets)}@{runtime.name}", queues))
 
 
 def run_scheduler(settings: Settings) -> None:
