@@ -1,7 +1,7 @@
 """Try runs (issue 27): API tokens, stored hashed, and try results keyed by their content (app/tryrun/).
 
-Revision ID: 0009t
-Revises: 0008e
+Revision ID: 0011t
+Revises: 0010d
 Create Date: 2026-12-03
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0009t"
-down_revision = "0008e"
+revision = "0011t"
+down_revision = "0010d"
 branch_labels = None
 depends_on = None
 
