@@ -28,7 +28,7 @@ cli = typer.Typer(
 evidence_cli = typer.Typer(help="Evidence records made elsewhere.", no_args_is_help=True)
 cli.add_typer(evidence_cli, name="evidence")
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # a line naming a file and line is never wrapped
 
 
 def settings_for(wiki: Path | None, db: str | None, **more: object) -> Settings:

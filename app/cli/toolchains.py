@@ -20,7 +20,7 @@ from rich.table import Table
 from app.cli.options import IsolationOpt, WikiOpt
 
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # a line naming a file and line is never wrapped
 
 toolchains_cli = typer.Typer(help="CUDA toolchains installed from pip wheels, one folder per release.", no_args_is_help=True)
 

@@ -29,6 +29,7 @@ from pydantic import (
     field_validator,
 )
 
+from runner.output import cap_text
 from runner.status import RECORD_STATUSES, STEP_ORDER
 
 OUTPUT_MAX_BYTES = 64 * 1024
@@ -51,28 +52,6 @@ STAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 """The stored form of every timestamp: fixed width, UTC, so text order is time order."""
 
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})")
-
-
-def cap_text(text: str, limit: int) -> tuple[str, bool]:
-    """`text` within `limit` UTF-8 bytes: head and tail kept, the middle replaced by a marker; and whether it was cut.
-
-    The cut falls on line boundaries when the text has lines near both ends
-    ("[… N lines omitted]"), else inside the long line ("[… N bytes omitted]").
-    """
-    data = text.encode("utf-8", "replace")
-    if len(data) <= limit:
-        return text, False
-    half = max(limit // 2 - 40, 1)  # room for the marker
-    head, tail = data[:half], data[len(data) - half :]
-    h, t = head.rfind(b"\n"), tail.find(b"\n")
-    if h >= half // 2 and 0 <= t < half // 2:
-        head, tail = head[: h + 1], tail[t + 1 :]
-        lines = data.count(b"\n", len(head), len(data) - len(tail))
-        marker = f"[… {lines} lines omitted]\n"
-    else:
-        marker = f"\n[… {len(data) - len(head) - len(tail)} bytes omitted]\n"
-    # 'ignore' drops a character split by the cut instead of inventing one.
-    return head.decode("utf-8", "ignore") + marker + tail.decode("utf-8", "ignore"), True
 
 
 def canonical_stamp(value: datetime) -> str:
@@ -155,7 +134,9 @@ class EvidenceIn(BaseModel):
     metrics: Annotated[dict[str, Any] | None, BeforeValidator(_metrics)] = Field(
         default=None, description="run: the measuring harness's document, checked again by runner.metrics.validate_metrics"
     )
-    job_id: Annotated[int, Field(ge=0)] | None = Field(default=None, description="the queue job that produced it (app/queue/worker.py)")
+    job_id: Annotated[int, Field(ge=0)] | None = Field(
+        default=None, description="the queue job that produced it (app/queue/worker.py)"
+    )
     worker: Short | None = Field(default=None, description="the GPU worker that produced it")
 
     @field_validator("step", "status")

@@ -15,7 +15,7 @@ tokens_cli = typer.Typer(
     help="API tokens of people and agents for try runs (stored hashed; reading needs none).", no_args_is_help=True
 )
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # a line naming a file and line is never wrapped
 DbOpt = Annotated[
     str | None, typer.Option("--db", help="index URL", envvar="KERNELWIKI_DB")
 ]  # as app.cli.options has it (floors)
