@@ -7,7 +7,6 @@ answers 404 saying so. Errors use the one error shape (app/errors.py): 401/403 n
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Path, Request
@@ -17,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.api.evidence import read_capped
 from app.deps import require_runner_token
+from app.evidence.ingest import JSONProblem, parse_json
 from app.tryrun.pool import PoolFull
 from app.tryrun.service import QuotaExceeded, Submitted, TryService, public_row
 from app.tryrun.stream import progress, wait_done
@@ -152,9 +152,9 @@ async def post_try_event(request: Request, service: ServiceDep, try_id: TRY_ID) 
     the runner token. Stored as the try result, never as evidence."""
     raw = await read_capped(request, service.settings.evidence_max_body_bytes)
     try:
-        body = json.loads(raw)
-    except ValueError:
-        raise HTTPException(422, [{"loc": ["body"], "msg": "not JSON", "type": "value_error"}]) from None
+        body = parse_json(raw)  # the evidence API's rule: deep nesting is a 422, never a RecursionError
+    except JSONProblem as exc:
+        raise HTTPException(422, [{"loc": ["body"], "msg": str(exc), "type": "value_error"}]) from None
     event = body.get("event") if isinstance(body, dict) else None
     if event not in ("compiling", "running", "done"):
         raise HTTPException(422, [{"loc": ["body", "event"], "msg": "one of compiling, running, done", "type": "value_error"}])

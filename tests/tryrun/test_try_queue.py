@@ -134,6 +134,9 @@ def test_try_jobs_wait_behind_every_verification_job_and_report_back_through_the
         f"/api/try/{run['id']}/events", json={"event": "done", "result": {}}, headers={"Authorization": f"Bearer {token}"}
     )
     assert forged.status_code == 401
+    deep = '{"event": "done", "result": ' + "[" * 5000 + "]" * 5000 + "}"
+    nested = queued.http.post(f"/api/try/{run['id']}/events", content=deep, headers={"Authorization": f"Bearer {RUNNER_TOKEN}"})
+    assert nested.status_code == 422 and "nested deeper than" in nested.text, nested.text
     with queued.service.engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM evidence")).scalar() == 0
 
