@@ -16,7 +16,10 @@ from rich.console import Console
 from rich.table import Table
 
 from app.cli.options import DbOpt, WikiOpt, evidence_option, verify_option
+from app.cli.toolchains import register as register_toolchain_commands  # toolchains, matrix
+from app.queue.cli import register as register_queue_commands  # worker, jobs
 from app.settings import Settings
+from app.tryrun.cli import register as register_token_commands  # tokens: try runs (issue 27)
 from runner.verify_options import VERIFY_OPTIONS
 
 if TYPE_CHECKING:
@@ -392,10 +395,6 @@ def evidence_import(
     if bad:
         raise typer.Exit(1)
 
-
-from app.cli.toolchains import register as register_toolchain_commands  # noqa: E402  (toolchains, matrix)
-from app.queue.cli import register as register_queue_commands  # noqa: E402  (worker, jobs)
-from app.tryrun.cli import register as register_token_commands  # noqa: E402  (tokens: try runs, issue 27)
 
 register_queue_commands(cli)
 register_toolchain_commands(cli)
