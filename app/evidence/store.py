@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
 from app.evidence.ingest import EvidenceIn, JSONProblem, canonical_stamp, parse_json, parse_record
+from app.evidence.matrix_cells import load_matrix_file
 from app.index.db import bulk_insert, chunks, serialize_status_writers
 from app.index.models import EvidenceRow, SnippetRow, SnippetTargetRow, table_of
 from app.schemas import EvidencePublic, SnippetPublic
@@ -233,13 +234,15 @@ class EvidenceStore:
         return self.store(acceptance.records, str(path), received_at, result)
 
     def load_dir(self, folder: Path) -> ImportResult:
-        """Import every `*.jsonl` under a folder (the committed evidence)."""
+        """Import every `*.jsonl` under a folder (the committed evidence), and its toolchain matrix
+        (`matrix/cells.jsonl`, into `matrix_cell`: app/evidence/matrix_cells.py)."""
         total = ImportResult()
         for path in sorted(Path(folder).glob("*.jsonl")) if Path(folder).is_dir() else []:
             r = self.import_jsonl(path)
             total.inserted += r.inserted
             total.duplicates += r.duplicates
             total.errors += r.errors
+        total.errors += load_matrix_file(self.writer or self.engine, Path(folder)).errors
         return total
 
     def _mismatches(self, records: list[EvidenceIn]) -> list[str | None]:
