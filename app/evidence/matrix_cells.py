@@ -140,7 +140,7 @@ def store_cells(
         rows.append(row)
     table = table_of(MatrixCellRow)
     for chunk in chunks(replace, 300):
-        conn.execute(delete(table).where(tuple_(table.c.snippet_id, table.c.target, table.c.release).in_(chunk)))
+        conn.execute(delete(MatrixCellRow).where(tuple_(table.c.snippet_id, table.c.target, table.c.release).in_(chunk)))
     bulk_insert(conn, MatrixCellRow, rows)
     return result
 
@@ -171,7 +171,7 @@ def load_matrix_file(engine: Engine, evidence_dir: Path) -> CellsStored:
         present = {_key(c) for c in cells}
         gone = [k for k, (_, origin, _) in stored.items() if origin == FILE_ORIGIN and k not in present]
         for chunk in chunks(gone, 300):
-            conn.execute(delete(table).where(tuple_(table.c.snippet_id, table.c.target, table.c.release).in_(chunk)))
+            conn.execute(delete(MatrixCellRow).where(tuple_(table.c.snippet_id, table.c.target, table.c.release).in_(chunk)))
         result.removed = len(gone)
     return result
 
@@ -279,7 +279,7 @@ def accept_post(engine: Engine, raw: Any, store: ArtifactStore) -> CellsStored:
     pages: dict[str, str] = {}
     with engine.connect() as conn:
         for chunk in chunks(sorted({c.snippet_id for c in post.cells}), 500):
-            stmt = select(SnippetRow.id, SnippetRow.page_id).where(col(SnippetRow.id).in_(chunk))
+            stmt = select(col(SnippetRow.id), col(SnippetRow.page_id)).where(col(SnippetRow.id).in_(chunk))
             pages.update((sid, pid) for sid, pid in conn.execute(stmt))
     for n, cell in enumerate(post.cells):
         if cell.snippet_id not in pages:
