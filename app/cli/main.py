@@ -305,7 +305,14 @@ def verify(
 
         raise typer.Exit(
             run_and_write(
-                settings.wiki, settings.evidence, [toolchains], pages=page, targets=target, jobs=jobs, isolation=isolation
+                settings.wiki,
+                settings.evidence,
+                [toolchains],
+                pages=page,
+                targets=target,
+                jobs=jobs,
+                isolation=isolation,
+                db=settings.db if store_evidence else None,
             )
         )
     from runner.toolchains import ToolchainError, select_toolchain, toolchains_dir
