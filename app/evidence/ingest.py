@@ -138,6 +138,11 @@ class EvidenceIn(BaseModel):
         default=None, description="the queue job that produced it (app/queue/worker.py)"
     )
     worker: Short | None = Field(default=None, description="the GPU worker that produced it")
+    toolchain_release: Annotated[str, Field(pattern=r"^\d{2}\.\d{1,2}$")] | None = Field(
+        default=None,
+        description="the CUDA release explicitly chosen for it (verify --toolchain, a worker's KERNELWIKI_TOOLCHAIN); "
+        "such a record never replaces the default toolchain's as the current evidence",
+    )
 
     @field_validator("step", "status")
     @classmethod
@@ -174,6 +179,13 @@ class EvidenceIn(BaseModel):
         data = self.model_dump(mode="json")
         data["timestamp"] = self.stamp
         return data
+
+
+def current_rank(fresh: bool, toolchain_release: str | None, timestamp: Any) -> tuple[bool, bool, Any]:
+    """How records of one snippet × target × step compete to be its current evidence (the status, the page badge):
+    the current content's before stale content, then the default toolchain's before an explicitly chosen release's
+    (`verify --toolchain 13.1` informs, it does not re-judge), then the newest."""
+    return (fresh, toolchain_release is None, timestamp)
 
 
 class JSONProblem(ValueError):

@@ -194,6 +194,7 @@ class EvidenceRow(SQLModel, table=True):
     data: str
     received_at: str | None = None  # when the service stored it, same form; None for records from before 0004
     origin: str | None = Field(default=None, index=True)  # "request" (POST /api/evidence), "verify", or the JSONL file
+    toolchain_release: str | None = None  # an explicitly chosen CUDA release (verify --toolchain 13.1) (0012); None: the default
 
 
 class MatrixCellRow(SQLModel, table=True):

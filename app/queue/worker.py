@@ -176,6 +176,8 @@ def run_gpu_worker(
     app = build_app(settings)
     with EvidenceClient(settings.server_url, token, settings.worker_http_timeout_s) as client:
         runtime = Runtime(targets, toolchain_label or "unknown", client, verify, name or socket.gethostname())
+        if settings.toolchain and toolchain is not None:  # an installed release chosen, not the node's nvcc
+            runtime.toolchain_release = toolchain.nvcc_release or settings.toolchain
         try_runtime = try_runtime_for(settings, token, gpus, toolchain)  # try runs (issue 27), after every verification job
         scrub_environment()
         queues = [*targets, ANY_QUEUE, *try_queues(targets)]

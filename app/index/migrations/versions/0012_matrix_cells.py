@@ -5,6 +5,11 @@ it is now loaded into `matrix_cell` where evidence is loaded (`kernelwiki index`
 start) and written by queue workers' matrix jobs, and the views read SQL. An index migrated to
 this revision gets the cells when the evidence folder is next loaded.
 
+`evidence.toolchain_release` marks a record made with an explicitly chosen CUDA release
+(`verify --toolchain 13.1`, a worker's KERNELWIKI_TOOLCHAIN): such a record never replaces
+the default toolchain's as a snippet's current evidence (app/evidence/ingest.py `current_rank`).
+Existing records get NULL: the default toolchain's.
+
 Revision ID: 0012m
 Revises: 0011t
 Create Date: 2026-12-03
@@ -48,8 +53,10 @@ def upgrade() -> None:
         sa.Column("origin", sa.String(), nullable=False),
     )
     op.create_index("ix_matrix_cell_page_id", "matrix_cell", ["page_id"])
+    op.add_column("evidence", sa.Column("toolchain_release", sa.String(), nullable=True))
 
 
 def downgrade() -> None:
+    op.drop_column("evidence", "toolchain_release")
     op.drop_index("ix_matrix_cell_page_id", table_name="matrix_cell")
     op.drop_table("matrix_cell")
