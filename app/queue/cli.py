@@ -128,6 +128,9 @@ def jobs(
         bool, typer.Option("--force", help="with --enqueue: redo what is verified with the same hash and toolchain")
     ] = False,
     target: Annotated[list[str] | None, typer.Option("--target", help="with --enqueue: only these targets")] = None,
+    matrix: Annotated[
+        bool, typer.Option("--matrix", help="with --enqueue: the toolchain matrix too, incrementally (as the nightly task)")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     queue_db: QueueDbOpt = None,
     db: DbOpt = None,
@@ -149,8 +152,11 @@ def jobs(
 
             store = Store(settings.db)
             store.create_schema()
-            report = Scheduler(app, store, settings).enqueue(targets=target or None, force=force)
+            scheduler = Scheduler(app, store, settings)
+            report = scheduler.enqueue(targets=target or None, force=force)
             out.print(report.summary(), highlight=False)
+            if matrix:
+                out.print(f"matrix: {scheduler.enqueue_matrix(force=force).summary()}", highlight=False)
             store.engine.dispose()
     counts = asyncio.run(_counts(app, settings.stalled_after_s))
     if as_json:

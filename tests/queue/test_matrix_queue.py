@@ -6,6 +6,7 @@ compiling with the system nvcc (13.0) and the CUDA 13.1 wheels at KERNELWIKI_TOO
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -29,10 +30,13 @@ def matrix_jobs(fleet: Fleet) -> list[dict[str, Any]]:
     from psycopg.rows import dict_row
 
     with psycopg.connect(fleet.settings.queue_database_url.get_secret_value(), row_factory=dict_row) as conn:
-        return conn.execute(
-            "SELECT id, queue_name, status, queueing_lock, args FROM procrastinate_jobs "
-            "WHERE task_name = 'kernelwiki.matrix' ORDER BY id"
-        ).fetchall()
+        try:
+            return conn.execute(
+                "SELECT id, queue_name, status, queueing_lock, args FROM procrastinate_jobs "
+                "WHERE task_name = 'kernelwiki.matrix' ORDER BY id"
+            ).fetchall()
+        except psycopg.errors.UndefinedTable:  # the scheduler has not created the queue's tables yet
+            return []
 
 
 def _releases(fleet: Fleet, snippet_id: str) -> dict[str, str]:
@@ -172,3 +176,45 @@ def test_posted_cells_are_checked_and_need_the_runner_token(fleet: Fleet, qwiki:
     sass = httpx.get(f"{fleet.url}/api/snippets/pc:1/sass", timeout=10).json()
     assert sass["text"] == listing and sass["release"] == "13.1"
     assert os.path.exists(fleet.settings.evidence / "artifacts" / digest[:2] / f"{digest}.txt.gz")
+
+
+def test_the_nightly_task_queues_the_matrix_beside_the_verification(fleet: Fleet, qwiki: Path) -> None:
+    write_page(qwiki, "nightly", [("sm_90a", "")])
+    fleet.store.reindex(qwiki)
+    env = fleet.env(
+        KERNELWIKI_DB=fleet.settings.db,
+        KERNELWIKI_NIGHTLY_CRON="* * * * * */1",  # every second
+        KERNELWIKI_SWEEP_CRON="0 0 1 1 *",
+        KERNELWIKI_MATRIX_RELEASES='["13.0", "13.1"]',
+    )
+    with (fleet.logs / "scheduler.log").open("wb") as log:
+        fleet.procs["scheduler"] = subprocess.Popen(
+            [sys.executable, "-m", "app.cli.main", "worker", "--scheduler"],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    jobs = wait_for(lambda: len(matrix_jobs(fleet)) == 2 and matrix_jobs(fleet), 60, "the nightly matrix jobs")
+    assert sorted(j["queue_name"] for j in jobs) == ["matrix-13.0", "matrix-13.1"]
+    wait_for(lambda: "matrix: 0 queued" in fleet.log("scheduler"), 60, "a second nightly run that adds nothing")
+    assert "verification: " in fleet.log("scheduler")
+    counts = subprocess.run(
+        [sys.executable, "-m", "app.cli.main", "jobs", "--json"],
+        cwd=REPO,
+        env=fleet.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert json.loads(counts.stdout)["matrix-13.1"]["queued"] == 1, counts.stderr
+    enqueue = subprocess.run(
+        [sys.executable, "-m", "app.cli.main", "jobs", "--enqueue", "--matrix"],
+        cwd=REPO,
+        env=fleet.env(KERNELWIKI_DB=fleet.settings.db, KERNELWIKI_MATRIX_RELEASES='["13.0", "13.1"]'),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert enqueue.returncode == 0 and "matrix: 0 queued (none), 0 replaced, 2 already queued" in enqueue.stdout, enqueue.stderr
