@@ -9,6 +9,7 @@ parameter, which the routes turn into a 404.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,28 +67,48 @@ class Listing:
 
 
 class MatrixData:
-    """Cells in the index and artifacts under one evidence folder."""
+    """Cells in the index and artifacts under one evidence folder.
+
+    The cells are read once per matrix generation (app/evidence/matrix_cells.py: it grows whenever a cell is
+    stored or removed) and kept, by snippet, with their flips: a request costs one small query and lookups."""
 
     def __init__(self, evidence_dir: Path, engine: Engine | Callable[[], Engine]) -> None:
         self.store = ArtifactStore(Path(evidence_dir) / ARTIFACTS_DIR)
         self._engine = engine
+        self._lock = threading.Lock()
+        self._generation: int | None = None
+        self._cells: list[MatrixCell] = []
+        self._by_snippet: dict[str, list[MatrixCell]] = {}
+        self._flips: list[Flip] | None = None
 
     @property
     def engine(self) -> Engine:
         return self._engine if isinstance(self._engine, Engine) else self._engine()
 
+    def _current(self) -> list[MatrixCell]:
+        with self.engine.connect() as conn:
+            gen = matrix_cells.generation(conn)
+            with self._lock:
+                if gen != self._generation:
+                    self._cells = matrix_cells.all_cells(conn)
+                    self._by_snippet = {}
+                    for c in self._cells:  # in file order: by target, then release, within a snippet
+                        self._by_snippet.setdefault(c.snippet_id, []).append(c)
+                    self._flips = None
+                    self._generation = gen
+                return self._cells
+
     def cells(self, page_id: str | None = None) -> list[MatrixCell]:
         """Every cell (of one page when given)."""
-        with self.engine.connect() as conn:
-            return matrix_cells.all_cells(conn, page_id)
+        cells = self._current()
+        return cells if page_id is None else [c for c in cells if c.page_id == page_id]
 
     def snippet_cells(self, snippet_id: str) -> list[MatrixCell]:
-        with self.engine.connect() as conn:
-            return matrix_cells.snippet_cells(conn, snippet_id)
+        self._current()
+        return sorted(self._by_snippet.get(snippet_id, []), key=lambda c: (c.target, release_key(c.release)))
 
     def releases(self) -> list[str]:
-        with self.engine.connect() as conn:
-            return matrix_cells.releases(conn)
+        return sorted({c.release for c in self._current()}, key=release_key)
 
     def listing(self, snippet_id: str, target: str | None, toolchain: str | None, kind: str) -> Listing:
         """The SASS or PTX of one snippet × target × toolchain (newest toolchain when none is named)."""
@@ -157,7 +178,14 @@ class MatrixData:
 
     def flips(self, page_id: str | None = None) -> list[Flip]:
         """Every flip between neighbouring toolchains (of one page when given), newest release first."""
-        return sorted(find_flips(self.cells(page_id)), key=lambda f: (release_key(f.after), f.snippet_id, f.target), reverse=True)
+        cells = self._current()
+        with self._lock:
+            if self._flips is None:
+                self._flips = sorted(
+                    find_flips(cells), key=lambda f: (release_key(f.after), f.snippet_id, f.target), reverse=True
+                )
+            flips = self._flips
+        return flips if page_id is None else [f for f in flips if f.page_id == page_id]
 
 
 def families(listing_text: str) -> list[str]:

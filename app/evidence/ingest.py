@@ -178,6 +178,8 @@ class EvidenceIn(BaseModel):
         """The JSON-safe record as stored (and exported): every field, the timestamp in stored form."""
         data = self.model_dump(mode="json")
         data["timestamp"] = self.stamp
+        if data.get("toolchain_release") is None:  # the default toolchain's records read as they did before it existed
+            data.pop("toolchain_release", None)
         return data
 
 

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
-from sqlalchemy import delete, select, tuple_
+from sqlalchemy import delete, insert, select, tuple_, update
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col
 
 from app.evidence.ingest import MAX_WARNINGS, MESSAGE_MAX_BYTES, Id, Short, _json_bounded, _rfc3339
 from app.index.db import bulk_insert, chunks, serialize_status_writers
-from app.index.models import MatrixCellRow, SnippetRow, table_of
+from app.index.models import MatrixCellRow, SnippetRow, StateRow, table_of
 from runner.artifacts import MAX_LISTING_BYTES, MAX_SNIPPET_BYTES, ArtifactStore
 from runner.matrix import UNSUPPORTED, MatrixCell, read_cells
 from runner.output import cap_text
@@ -50,22 +50,23 @@ def to_row(cell: MatrixCell, origin: str, fingerprint: str | None = None) -> dic
     return row
 
 
-def from_row(row: Any) -> MatrixCell:
-    """A `matrix_cell` row as the runner's cell (the same object `read_cells` gives for the file)."""
-    data = dict(row._mapping) if hasattr(row, "_mapping") else dict(row)
+def from_row(data: dict[str, Any]) -> MatrixCell:
+    """A `matrix_cell` row (as a dict) as the runner's cell (the same object `read_cells` gives for the file)."""
     for name in _JSON_COLUMNS:
         data[name] = json.loads(data[name] or ("[]" if name == "warnings" else "{}"))
     return MatrixCell.from_dict(data)
 
 
-def _sorted(cells: Iterable[MatrixCell]) -> list[MatrixCell]:
-    return sorted(cells, key=lambda c: (c.target, release_key(c.release)))
+def _cells(conn: Connection, stmt: Any) -> list[MatrixCell]:
+    result = conn.execute(stmt)
+    keys = list(result.keys())
+    return [from_row(dict(zip(keys, row, strict=True))) for row in result]
 
 
 def snippet_cells(conn: Connection, snippet_id: str) -> list[MatrixCell]:
     """One snippet's cells, by target then release (oldest first)."""
     table = table_of(MatrixCellRow)
-    return _sorted(from_row(r) for r in conn.execute(table.select().where(table.c.snippet_id == snippet_id)))
+    return sorted(_cells(conn, table.select().where(table.c.snippet_id == snippet_id)), key=lambda c: (c.target, release_key(c.release)))
 
 
 def all_cells(conn: Connection, page_id: str | None = None) -> list[MatrixCell]:
@@ -74,14 +75,31 @@ def all_cells(conn: Connection, page_id: str | None = None) -> list[MatrixCell]:
     stmt = table.select()
     if page_id is not None:
         stmt = stmt.where(table.c.page_id == page_id)
-    cells = [from_row(r) for r in conn.execute(stmt)]
-    return sorted(cells, key=lambda c: (c.page_id, c.snippet_id, c.target, release_key(c.release)))
+    return sorted(_cells(conn, stmt), key=lambda c: (c.page_id, c.snippet_id, c.target, release_key(c.release)))
 
 
 def releases(conn: Connection) -> list[str]:
     """The CUDA releases the matrix has cells of, oldest first."""
     table = table_of(MatrixCellRow)
     return sorted((r for (r,) in conn.execute(select(table.c.release).distinct())), key=release_key)
+
+
+GENERATION_KEY = "matrix_generation"
+"""`index_state` key of a number that grows whenever `matrix_cell` changes: readers cache the cells until it moves."""
+
+
+def generation(conn: Connection) -> int:
+    """The matrix generation (0 before any cell was stored)."""
+    value = conn.execute(select(col(StateRow.value)).where(col(StateRow.key) == GENERATION_KEY)).scalar()
+    return int(value or 0)
+
+
+def _bump(conn: Connection) -> None:
+    current = conn.execute(select(col(StateRow.value)).where(col(StateRow.key) == GENERATION_KEY)).scalar()
+    if current is None:
+        conn.execute(insert(StateRow).values(key=GENERATION_KEY, value=1))
+    else:
+        conn.execute(update(StateRow).where(col(StateRow.key) == GENERATION_KEY).values(value=(current + 1) % (1 << 31)))
 
 
 Key = tuple[str, str, str]
@@ -142,6 +160,8 @@ def store_cells(
     for chunk in chunks(replace, 300):
         conn.execute(delete(MatrixCellRow).where(tuple_(table.c.snippet_id, table.c.target, table.c.release).in_(chunk)))
     bulk_insert(conn, MatrixCellRow, rows)
+    if rows:
+        _bump(conn)
     return result
 
 
@@ -173,6 +193,8 @@ def load_matrix_file(engine: Engine, evidence_dir: Path) -> CellsStored:
         for chunk in chunks(gone, 300):
             conn.execute(delete(MatrixCellRow).where(tuple_(table.c.snippet_id, table.c.target, table.c.release).in_(chunk)))
         result.removed = len(gone)
+        if gone:
+            _bump(conn)
     return result
 
 
