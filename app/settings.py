@@ -61,6 +61,8 @@ class Settings(BaseSettings):
     worker_heartbeat_s: float = 10.0  # how often a worker says it is alive (keep well below stalled_after_s)
     worker_cache: Path = Path(".kernelwiki/cache")  # a worker's runner result cache
     toolchain: str | None = None  # a worker's CUDA release from `kernelwiki toolchains install` (None: the nvcc on PATH)
+    matrix_releases: list[str] = []  # CUDA releases the nightly matrix fans out to, one queue each (JSON list in env;
+    # empty: the releases the index's matrix has cells of)
     isolation: str | None = (
         None  # sandbox of compiles and runs: bwrap (None: the default), unshare-net, none, auto (docs/sandbox.md)
     )

@@ -40,6 +40,7 @@ from app.store import Store
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+    from sqlalchemy.engine import Engine
 
 MCP_PATH = "/mcp"
 
@@ -294,9 +295,15 @@ def build_server(get_store: Callable[[], Store | None], base_url: str, evidence_
 
     if evidence_dir is not None:
         from app.agents.sass_tool import add_sass_tool
-        from app.evidence.artifacts import MatrixData
+        from app.evidence.artifacts import ArtifactNotFound, MatrixData
 
-        add_sass_tool(server, MatrixData(evidence_dir), READ_ONLY)
+        def matrix_engine() -> Engine:
+            store = get_store()
+            if store is None:
+                raise ArtifactNotFound("snippet: the index is not open yet")
+            return store.engine
+
+        add_sass_tool(server, MatrixData(evidence_dir, matrix_engine), READ_ONLY)
     return server
 
 

@@ -6,15 +6,20 @@ GET /api/snippets/{id}/diff?a=sm_90a&b=sm_100a            target against target
 GET /api/snippets/{id}/diff?a=13.0&b=13.1&target=sm_90a   toolchain against toolchain
 GET /api/snippets/{id}/matrix
 GET /api/changes[?page=…]                                  flips between neighbouring toolchains
+POST /api/matrix/cells                                     a queue worker's matrix job result (runner token)
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
 
+from app.deps import SettingsDep, StoreDep, require_runner_token
 from app.evidence.artifacts import ArtifactNotFound, Listing, families, matrix_data
+from app.evidence.ingest import JSONProblem, parse_json
+from app.evidence.matrix_cells import MatrixRefused, accept_post
 
 router = APIRouter(prefix="/api", tags=["artifacts"])
 
@@ -100,3 +105,27 @@ def changes(
     window = flips[offset : offset + limit]
     nxt = f"limit={limit}&offset={offset + limit}" + (f"&page={page}" if page else "") if offset + limit < len(flips) else None
     return {"total": len(flips), "limit": limit, "offset": offset, "next": nxt, "changes": [f.to_dict() for f in window]}
+
+
+@router.post("/matrix/cells", dependencies=[Depends(require_runner_token)])
+async def post_matrix_cells(request: Request, store: StoreDep, settings: SettingsDep) -> dict[str, Any]:
+    """Store a queue worker's matrix cells (one snippet × target × release each) and the SASS/PTX they name.
+
+    Needs `Authorization: Bearer $KERNELWIKI_RUNNER_TOKEN`. The body is `{"cells": [...], "fingerprint": "…",
+    "artifacts": {"sha256": "text"}}` (app/evidence/matrix_cells.py `MatrixPost`); 422 names the refused field,
+    413 an oversized body. A cell older than the one stored for its key is kept out (`kept`).
+    """
+    from app.api.evidence import read_capped
+
+    body = await read_capped(request, settings.evidence_max_body_bytes)
+    try:
+        raw = parse_json(body)
+    except JSONProblem as exc:
+        raise HTTPException(422, f"the body: {exc}") from None
+    data = matrix_data(request)
+    engine = store.evidence.writer or store.engine
+    try:
+        result = await run_in_threadpool(accept_post, engine, raw, data.store)
+    except MatrixRefused as exc:
+        raise HTTPException(422, str(exc)) from None
+    return {"inserted": result.inserted, "replaced": result.replaced, "kept": result.kept}

@@ -308,7 +308,14 @@ def verify(
 
         raise typer.Exit(
             run_and_write(
-                settings.wiki, settings.evidence, [toolchains], pages=page, targets=target, jobs=jobs, isolation=isolation
+                settings.wiki,
+                settings.evidence,
+                [toolchains],
+                pages=page,
+                targets=target,
+                jobs=jobs,
+                isolation=isolation,
+                db=settings.db if store_evidence else None,
             )
         )
     from runner.toolchains import ToolchainError, select_toolchain, toolchains_dir
@@ -345,7 +352,11 @@ def verify(
     if store_evidence:
         store = open_store(settings)
         store.reindex(settings.wiki, full_text=False)
-        added = store.evidence.add([r.to_dict() for r in result.records], origin="verify")
+        records = [r.to_dict() for r in result.records]
+        if chosen is not None:  # an explicitly chosen release informs, it never replaces the default toolchain's status
+            for r in records:
+                r["toolchain_release"] = chosen.nvcc_release or toolchain
+        added = store.evidence.add(records, origin="verify")
         out.print(f"index: {added.inserted} new evidence records", highlight=False)
     print_summary(result)
     raise typer.Exit(result.exit_code)

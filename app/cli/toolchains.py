@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from app.cli.options import IsolationOpt, WikiOpt
+from app.cli.options import DbOpt, IsolationOpt, WikiOpt
 
 out = Console()
 err = Console(stderr=True, soft_wrap=True)  # a line naming a file and line is never wrapped
@@ -87,8 +87,10 @@ def run_and_write(
     targets: list[str] | None = None,
     jobs: int = 2,
     isolation: str | None = None,
+    db: str | None = None,
 ) -> int:
-    """Run the matrix and merge its cells into EVIDENCE/matrix/cells.jsonl; returns the exit code (1: a cell failed)."""
+    """Run the matrix and merge its cells into EVIDENCE/matrix/cells.jsonl, and into the index at `db` when given
+    (`matrix_cell`, what the service reads); returns the exit code (1: a cell failed)."""
     from app.evidence.artifacts import ARTIFACTS_DIR, MATRIX_FILE
     from runner.artifacts import ArtifactStore
     from runner.matrix import find_flips, matrix_stamp, read_cells, run_matrix, write_cells
@@ -103,6 +105,7 @@ def run_and_write(
     stamp = matrix_stamp(wiki, names, base, [str(pages), str(targets)])
     if path.is_file() and stamp_file.is_file() and stamp_file.read_text(encoding="utf-8").strip() == stamp:
         out.print(f"matrix: nothing changed (pages, toolchains, runner), {time.monotonic() - started:.2f} s", highlight=False)
+        _load_into_index(db, evidence)
         return 1 if any(c.status in FAILING for c in read_cells(path)) else 0
     report = run_matrix(
         wiki,
@@ -130,6 +133,7 @@ def run_and_write(
     cells = kept + report.cells
     write_cells(path, cells)
     stamp_file.write_text(stamp + "\n", encoding="utf-8")
+    _load_into_index(db, evidence)
     flips = find_flips(cells)
     out.print(
         f"matrix: {len(report.cells)} cells ({len(cells)} kept in {path}), {len(flips)} flips, "
@@ -137,6 +141,27 @@ def run_and_write(
         highlight=False,
     )
     return 1 if any(c.status in FAILING for c in report.cells) else 0
+
+
+def _load_into_index(db: str | None, evidence: Path) -> None:
+    """Bring the index's `matrix_cell` up to date with the file (app/evidence/matrix_cells.py), when an index is named."""
+    if db is None:
+        return
+    from app.evidence.matrix_cells import load_matrix_file
+    from app.index.db import create_schema, make_engine
+
+    engine = make_engine(db)
+    try:
+        create_schema(engine)
+        loaded = load_matrix_file(engine, evidence)
+    finally:
+        engine.dispose()
+    for line in loaded.errors:
+        err.print(line, markup=False, highlight=False)
+    out.print(
+        f"index: {loaded.inserted} new cells, {loaded.replaced} replaced, {loaded.removed} removed ({db.split('://')[0]})",
+        highlight=False,
+    )
 
 
 def matrix(
@@ -149,13 +174,15 @@ def matrix(
     jobs: Annotated[int, typer.Option(help="parallel builds")] = 2,
     root: RootOpt = None,
     isolation: IsolationOpt = None,
+    db: DbOpt = None,
 ) -> None:
     """Compile every snippet with every toolchain (cached by content and toolchain), keep SASS/PTX, find flips."""
     from app.settings import Settings
     from runner.sandbox import SandboxUnavailable
     from runner.toolchains import ToolchainError
 
-    settings = Settings(wiki=wiki) if wiki is not None else Settings()  # the environment, and --wiki
+    given: dict[str, Any] = {k: v for k, v in (("wiki", wiki), ("db", db)) if v is not None}
+    settings = Settings(**given)  # the environment, --wiki and --db
     try:
         code = run_and_write(
             settings.wiki,
@@ -166,6 +193,7 @@ def matrix(
             targets=target or None,
             jobs=jobs,
             isolation=isolation or settings.isolation,
+            db=settings.db,
         )
     except (SandboxUnavailable, ToolchainError) as exc:
         err.print(f"kernelwiki matrix: nothing was run: {exc}", markup=False, highlight=False)

@@ -1,26 +1,30 @@
 """The toolchain matrix and the kept SASS/PTX, as the service reads them: one data layer for JSON, HTML and MCP.
 
-The runner writes `EVIDENCE/matrix/cells.jsonl` (runner/matrix.py cells) and the content-addressed
-listings under `EVIDENCE/artifacts/` (runner/artifacts.py). They are read from there, the cells
-cached until the file changes; nothing here writes. Every lookup that cannot be answered raises
-`ArtifactNotFound` with a message naming the parameter, which the routes turn into a 404.
+The cells are read from the index (`matrix_cell`, app/evidence/matrix_cells.py: loaded from
+`EVIDENCE/matrix/cells.jsonl` with the evidence, and posted by queue workers' matrix jobs); the
+content-addressed listings from `EVIDENCE/artifacts/` (runner/artifacts.py). Nothing here writes.
+Every lookup that cannot be answered raises `ArtifactNotFound` with a message naming the
+parameter, which the routes turn into a 404.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.engine import Engine
+
+from app.evidence import matrix_cells
+from app.evidence.matrix_cells import MATRIX_FILE as MATRIX_FILE  # where the committed cells are (app/cli/toolchains.py)
 from runner.artifacts import ArtifactStore
-from runner.matrix import Flip, MatrixCell, find_flips, known_good, read_cells
+from runner.matrix import Flip, MatrixCell, find_flips, known_good
 from runner.sass import parse_listing
 from runner.sassdiff import SassDiff, diff_listings
 from runner.toolchains import release_key
 
-MATRIX_FILE = "matrix/cells.jsonl"
-"""Where runner/matrix.py's cells are kept under the evidence folder (a subfolder: the evidence import reads only *.jsonl at the top)."""
 ARTIFACTS_DIR = "artifacts"
 
 FAMILY_ALIASES = {
@@ -34,12 +38,12 @@ FAMILY_ALIASES = {
 
 
 def matrix_data(holder: Any) -> MatrixData:
-    """The app's matrix reader (`app.state.matrix`), made on first use from the evidence folder setting;
-    `holder` is the app or a request."""
+    """The app's matrix reader (`app.state.matrix`), made on first use from the evidence folder setting and the
+    app's index; `holder` is the app or a request."""
     app = getattr(holder, "app", holder)
     data = getattr(app.state, "matrix", None)
     if data is None:
-        data = app.state.matrix = MatrixData(app.state.settings.evidence)
+        data = app.state.matrix = MatrixData(app.state.settings.evidence, lambda: app.state.store.engine)
     return data
 
 
@@ -63,38 +67,48 @@ class Listing:
 
 
 class MatrixData:
-    """Cells and artifacts under one evidence folder."""
+    """Cells in the index and artifacts under one evidence folder.
 
-    def __init__(self, evidence_dir: Path) -> None:
-        self.path = Path(evidence_dir) / MATRIX_FILE
+    The cells are read once per matrix generation (app/evidence/matrix_cells.py: it grows whenever a cell is
+    stored or removed) and kept, by snippet, with their flips: a request costs one small query and lookups."""
+
+    def __init__(self, evidence_dir: Path, engine: Engine | Callable[[], Engine]) -> None:
         self.store = ArtifactStore(Path(evidence_dir) / ARTIFACTS_DIR)
+        self._engine = engine
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int] | None = None
+        self._generation: int | None = None
         self._cells: list[MatrixCell] = []
         self._by_snippet: dict[str, list[MatrixCell]] = {}
+        self._flips: list[Flip] | None = None
 
-    def cells(self) -> list[MatrixCell]:
-        """Every cell (re-read when the file changed; none when there is no file)."""
-        try:
-            st = self.path.stat()
-            stamp = (st.st_mtime_ns, st.st_size)
-        except OSError:
-            stamp = None
-        with self._lock:
-            if stamp != self._stamp:
-                self._cells = read_cells(self.path) if stamp else []
-                self._by_snippet = {}
-                for c in self._cells:
-                    self._by_snippet.setdefault(c.snippet_id, []).append(c)
-                self._stamp = stamp
-            return self._cells
+    @property
+    def engine(self) -> Engine:
+        return self._engine if isinstance(self._engine, Engine) else self._engine()
+
+    def _current(self) -> list[MatrixCell]:
+        with self.engine.connect() as conn:
+            gen = matrix_cells.generation(conn)
+            with self._lock:
+                if gen != self._generation:
+                    self._cells = matrix_cells.all_cells(conn)
+                    self._by_snippet = {}
+                    for c in self._cells:  # in file order: by target, then release, within a snippet
+                        self._by_snippet.setdefault(c.snippet_id, []).append(c)
+                    self._flips = None
+                    self._generation = gen
+                return self._cells
+
+    def cells(self, page_id: str | None = None) -> list[MatrixCell]:
+        """Every cell (of one page when given)."""
+        cells = self._current()
+        return cells if page_id is None else [c for c in cells if c.page_id == page_id]
 
     def snippet_cells(self, snippet_id: str) -> list[MatrixCell]:
-        self.cells()
+        self._current()
         return sorted(self._by_snippet.get(snippet_id, []), key=lambda c: (c.target, release_key(c.release)))
 
     def releases(self) -> list[str]:
-        return sorted({c.release for c in self.cells()}, key=release_key)
+        return sorted({c.release for c in self._current()}, key=release_key)
 
     def listing(self, snippet_id: str, target: str | None, toolchain: str | None, kind: str) -> Listing:
         """The SASS or PTX of one snippet × target × toolchain (newest toolchain when none is named)."""
@@ -164,8 +178,14 @@ class MatrixData:
 
     def flips(self, page_id: str | None = None) -> list[Flip]:
         """Every flip between neighbouring toolchains (of one page when given), newest release first."""
-        cells = [c for c in self.cells() if page_id is None or c.page_id == page_id]
-        return sorted(find_flips(cells), key=lambda f: (release_key(f.after), f.snippet_id, f.target), reverse=True)
+        cells = self._current()
+        with self._lock:
+            if self._flips is None:
+                self._flips = sorted(
+                    find_flips(cells), key=lambda f: (release_key(f.after), f.snippet_id, f.target), reverse=True
+                )
+            flips = self._flips
+        return flips if page_id is None else [f for f in flips if f.page_id == page_id]
 
 
 def families(listing_text: str) -> list[str]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.evidence.ingest import current_rank
 from runner.status import STALE, VERIFIED, StepFact, summarize_snippet
 
 MEASURING_LEVELS = frozenset({"experiment", "benchmark"})
@@ -90,7 +91,8 @@ def facts_from_public(snippets: Iterable[Any]) -> list[SnippetFacts]:
 def facts_from_records(snippets: Iterable[Any], records: Iterable[Any]) -> list[SnippetFacts]:
     """SnippetFacts from runner Snippets and EvidenceRecords (lint's side: no index needed).
 
-    Per snippet × target × step the record for the current content wins over a stale one, then the newest.
+    Per snippet × target × step the record for the current content wins over a stale one, then the newest
+    (app/evidence/ingest.py `current_rank`).
     """
     snippets = list(snippets)
     current = {s.id: s.content_hash for s in snippets}
@@ -100,8 +102,10 @@ def facts_from_records(snippets: Iterable[Any], records: Iterable[Any]) -> list[
             continue
         key = (r.snippet_id, r.target, r.step)
         prev = latest.get(key)
-        rank = (r.content_hash == current[r.snippet_id], r.timestamp)
-        if prev is None or rank >= (prev.content_hash == current[r.snippet_id], prev.timestamp):
+        rank = current_rank(r.content_hash == current[r.snippet_id], getattr(r, "toolchain_release", None), r.timestamp)
+        if prev is None or rank >= current_rank(
+            prev.content_hash == current[r.snippet_id], getattr(prev, "toolchain_release", None), prev.timestamp
+        ):
             latest[key] = r
     out = []
     for s in snippets:

@@ -138,6 +138,11 @@ class EvidenceIn(BaseModel):
         default=None, description="the queue job that produced it (app/queue/worker.py)"
     )
     worker: Short | None = Field(default=None, description="the GPU worker that produced it")
+    toolchain_release: Annotated[str, Field(pattern=r"^\d{2}\.\d{1,2}$")] | None = Field(
+        default=None,
+        description="the CUDA release explicitly chosen for it (verify --toolchain, a worker's KERNELWIKI_TOOLCHAIN); "
+        "such a record never replaces the default toolchain's as the current evidence",
+    )
 
     @field_validator("step", "status")
     @classmethod
@@ -173,7 +178,16 @@ class EvidenceIn(BaseModel):
         """The JSON-safe record as stored (and exported): every field, the timestamp in stored form."""
         data = self.model_dump(mode="json")
         data["timestamp"] = self.stamp
+        if data.get("toolchain_release") is None:  # the default toolchain's records read as they did before it existed
+            data.pop("toolchain_release", None)
         return data
+
+
+def current_rank(fresh: bool, toolchain_release: str | None, timestamp: Any) -> tuple[bool, bool, Any]:
+    """How records of one snippet × target × step compete to be its current evidence (the status, the page badge):
+    the current content's before stale content, then the default toolchain's before an explicitly chosen release's
+    (`verify --toolchain 13.1` informs, it does not re-judge), then the newest."""
+    return (fresh, toolchain_release is None, timestamp)
 
 
 class JSONProblem(ValueError):

@@ -132,7 +132,9 @@ def line_window(
         where.append("page_id = :page")
         params["page"] = page_id
     cond = "WHERE " + " AND ".join(where) if where else ""
-    statuses: Counter[str] = Counter(dict(conn.execute(text(f"SELECT status, count(*) FROM snippet_target {cond} GROUP BY status"), params).all()))
+    statuses: Counter[str] = Counter(
+        dict(conn.execute(text(f"SELECT status, count(*) FROM snippet_target {cond} GROUP BY status"), params).all())
+    )
     if status:
         where.append("status = :status")
         params["status"] = status

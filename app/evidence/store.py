@@ -22,7 +22,8 @@ from sqlalchemy import delete, func, insert, tuple_
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
-from app.evidence.ingest import EvidenceIn, JSONProblem, canonical_stamp, parse_json, parse_record
+from app.evidence.ingest import EvidenceIn, JSONProblem, canonical_stamp, current_rank, parse_json, parse_record
+from app.evidence.matrix_cells import load_matrix_file
 from app.index.db import bulk_insert, chunks, serialize_status_writers
 from app.index.models import EvidenceRow, SnippetRow, SnippetTargetRow, table_of
 from app.schemas import EvidencePublic, SnippetPublic
@@ -198,13 +199,14 @@ class EvidenceStore:
                     "data": json.dumps(r.to_record()),
                     "received_at": received,
                     "origin": origin[:200],
+                    "toolchain_release": r.toolchain_release,
                 }
                 for rid, r in good.items()
                 if rid not in present
             ]
             if rows:
                 conn.execute(insert(EvidenceRow), rows)
-                self.refresh_statuses(conn, {r["snippet_id"] for r in rows})  # in the same transaction as the records
+                self.refresh_statuses(conn, {str(r["snippet_id"]) for r in rows})  # in the same transaction as the records
         result.inserted = len(rows)
         result.duplicates = len(good) - len(rows)
         return result
@@ -233,13 +235,15 @@ class EvidenceStore:
         return self.store(acceptance.records, str(path), received_at, result)
 
     def load_dir(self, folder: Path) -> ImportResult:
-        """Import every `*.jsonl` under a folder (the committed evidence)."""
+        """Import every `*.jsonl` under a folder (the committed evidence), and its toolchain matrix
+        (`matrix/cells.jsonl`, into `matrix_cell`: app/evidence/matrix_cells.py)."""
         total = ImportResult()
         for path in sorted(Path(folder).glob("*.jsonl")) if Path(folder).is_dir() else []:
             r = self.import_jsonl(path)
             total.inserted += r.inserted
             total.duplicates += r.duplicates
             total.errors += r.errors
+        total.errors += load_matrix_file(self.writer or self.engine, Path(folder)).errors
         return total
 
     def _mismatches(self, records: list[EvidenceIn]) -> list[str | None]:
@@ -375,9 +379,12 @@ class EvidenceStore:
                 continue
             key = (row.snippet_id, row.target, row.step)
             prev = latest.get(key)
-            # The current content's evidence wins over stale evidence, then the newest.
+            # The current content's evidence wins over stale evidence, the default toolchain's, then the newest.
             fresh = row.content_hash == current_hash[row.snippet_id]
-            if prev is None or (fresh, row.timestamp) >= (prev.content_hash == current_hash[row.snippet_id], prev.timestamp):
+            rank = current_rank(fresh, row.toolchain_release, row.timestamp)
+            if prev is None or rank >= current_rank(
+                prev.content_hash == current_hash[row.snippet_id], prev.toolchain_release, prev.timestamp
+            ):
                 latest[key] = row
         per_snippet: dict[str, dict[str, list[EvidencePublic]]] = defaultdict(lambda: defaultdict(list))
         for (sid, tgt, _step), row in sorted(latest.items()):

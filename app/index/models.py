@@ -194,6 +194,40 @@ class EvidenceRow(SQLModel, table=True):
     data: str
     received_at: str | None = None  # when the service stored it, same form; None for records from before 0004
     origin: str | None = Field(default=None, index=True)  # "request" (POST /api/evidence), "verify", or the JSONL file
+    toolchain_release: str | None = None  # an explicitly chosen CUDA release (verify --toolchain 13.1) (0012); None: the default
+
+
+class MatrixCellRow(SQLModel, table=True):
+    """One cell of the toolchain × target matrix (runner/matrix.py `MatrixCell`): a snippet × target × CUDA release (0012).
+
+    Loaded from the committed `evidence/matrix/cells.jsonl` (app/evidence/matrix_sql.py, at index and start) and
+    posted by queue workers' matrix jobs (`POST /api/matrix/cells`); the views and the API read them here. The
+    newest observation of a snippet × target × release is kept.
+    """
+
+    __tablename__ = "matrix_cell"
+    snippet_id: str = Field(primary_key=True)  # PAGE_ID:N
+    target: str = Field(primary_key=True)  # e.g. sm_90a
+    release: str = Field(primary_key=True)  # CUDA release of the toolchain, e.g. 13.1
+    page_id: str = Field(index=True)
+    toolchain: str  # e.g. nvcc 13.1.115
+    fingerprint: str | None = None  # the toolchain's identity (installed wheel set) when a queue worker observed it
+    content_hash: str  # the snippet content the cell was observed for
+    mode: str
+    lang: str
+    status: str
+    message: str
+    registers: int | None = None
+    smem_bytes: int | None = None
+    spill_bytes: int | None = None
+    warnings: str  # JSON list
+    sass_check: str | None = None
+    resources: str  # JSON object: the full ptxas report
+    sass: str | None = None  # sha256 of the kept SASS (evidence/artifacts)
+    ptx: str | None = None
+    note: str
+    timestamp: str  # when observed (as the runner wrote it)
+    origin: str  # "file" (cells.jsonl) or "request" (a queue worker's post)
 
 
 class StateRow(SQLModel, table=True):

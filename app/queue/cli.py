@@ -73,6 +73,13 @@ def worker(
     scheduler: Annotated[
         bool, typer.Option("--scheduler", help="serve the control queue instead: on-edit sweep and nightly fan-out")
     ] = False,
+    toolchains: Annotated[
+        str | None,
+        typer.Option(
+            "--toolchains",
+            help="serve the matrix compile jobs of these installed CUDA releases (13.0,13.1, or `all`); no GPU needed",
+        ),
+    ] = None,
     check: Annotated[
         bool, typer.Option("--check", help="only say whether this machine can serve --target (exit 0) or not (exit 2)")
     ] = False,
@@ -84,11 +91,11 @@ def worker(
 ) -> None:
     """Consume a target's verification queue on this GPU node (or, with --scheduler, the control queue)."""
     from app.queue.target_check import WorkerRefused, check_sandbox, check_targets
-    from app.queue.worker import run_gpu_worker, run_scheduler
+    from app.queue.worker import run_gpu_worker, run_matrix_worker, run_scheduler
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if scheduler == bool(target):
-        typer.echo("give either --target TARGET (a GPU worker) or --scheduler", err=True)
+    if scheduler == bool(target or toolchains) or (scheduler and toolchains):
+        typer.echo("give --target TARGET (a GPU worker), --toolchains RELEASES (a matrix worker), both, or --scheduler", err=True)
         raise typer.Exit(2)
     settings = _settings(server_url=server, queue_database_url=queue_db, db=db)
     try:
@@ -100,8 +107,10 @@ def worker(
             return
         if scheduler:
             run_scheduler(settings)
+        elif target:
+            run_gpu_worker(settings, target, toolchains=[toolchains] if toolchains else None)
         else:
-            run_gpu_worker(settings, target or [])
+            run_matrix_worker(settings, [toolchains or "all"])
     except WorkerRefused as exc:
         typer.echo(f"kernelwiki worker: refusing to start: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -119,6 +128,9 @@ def jobs(
         bool, typer.Option("--force", help="with --enqueue: redo what is verified with the same hash and toolchain")
     ] = False,
     target: Annotated[list[str] | None, typer.Option("--target", help="with --enqueue: only these targets")] = None,
+    matrix: Annotated[
+        bool, typer.Option("--matrix", help="with --enqueue: the toolchain matrix too, incrementally (as the nightly task)")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     queue_db: QueueDbOpt = None,
     db: DbOpt = None,
@@ -140,8 +152,11 @@ def jobs(
 
             store = Store(settings.db)
             store.create_schema()
-            report = Scheduler(app, store, settings).enqueue(targets=target or None, force=force)
+            scheduler = Scheduler(app, store, settings)
+            report = scheduler.enqueue(targets=target or None, force=force)
             out.print(report.summary(), highlight=False)
+            if matrix:
+                out.print(f"matrix: {scheduler.enqueue_matrix(force=force).summary()}", highlight=False)
             store.engine.dispose()
     counts = asyncio.run(_counts(app, settings.stalled_after_s))
     if as_json:

@@ -83,6 +83,16 @@ class EvidenceClient:
                 raise ServiceError(f"{what}: the service answered the same `next` twice: {query[:ERROR_TEXT_LIMIT]}")
         return records
 
+    def post_matrix(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Post a matrix job's cells and listings (`POST /api/matrix/cells`); the answer (`inserted`, `replaced`, `kept`)."""
+        what = "POST /api/matrix/cells"
+        response = self._request("POST", "/api/matrix/cells", body)
+        if response.status_code == 422:
+            raise EvidenceRefused(f"{what}: HTTP 422: {response.text[:ERROR_TEXT_LIMIT]}")
+        if response.status_code != 200:
+            raise ServiceError(f"{what}: HTTP {response.status_code}: {response.text[:ERROR_TEXT_LIMIT]}")
+        return self._json(response, what)
+
     def post(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         """Post evidence records; the service's answer (`inserted`, `duplicates`)."""
         what = "POST /api/evidence"

@@ -75,6 +75,7 @@ class Runtime:
     client: EvidenceClient
     verify: VerifyFn
     name: str = socket.gethostname()
+    toolchain_release: str | None = None  # KERNELWIKI_TOOLCHAIN: recorded, so its records never replace the default's
 
     def handle(self, job_id: int, attempts: int, job: dict[str, Any]) -> str:
         """Verify one snippet × target unless that is done already; post the evidence."""
@@ -99,6 +100,8 @@ class Runtime:
         for record in records:
             record["job_id"] = job_id
             record["worker"] = self.name
+            if self.toolchain_release:
+                record["toolchain_release"] = self.toolchain_release
             record["record_id"] = job_record_id(record, job_id)
         try:
             result = self.client.post(records)

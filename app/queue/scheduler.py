@@ -19,7 +19,18 @@ from typing import TYPE_CHECKING, Any
 import procrastinate
 from procrastinate import jobs as pjobs
 
-from app.queue.tasks import ANY_QUEUE, NOT_VERIFIED, VERIFY, build_app, ensure_schema, lock_of, queue_of
+from app.queue.tasks import (
+    ANY_QUEUE,
+    MATRIX,
+    NOT_VERIFIED,
+    VERIFY,
+    build_app,
+    ensure_schema,
+    lock_of,
+    matrix_lock,
+    matrix_queue,
+    queue_of,
+)
 from app.settings import Settings
 
 if TYPE_CHECKING:
@@ -141,6 +152,95 @@ def plan(
     return [Planned(sid, t, h, data[sid], sorted(verified.get((sid, t), ()))) for sid, h, t in pairs]
 
 
+@dataclass
+class PlannedCell:
+    """One matrix compile job to defer: a snippet × target × CUDA release."""
+
+    snippet_id: str
+    target: str
+    release: str
+    content_hash: str
+    data: dict[str, Any]
+    stamp: str | None  # the fingerprint its stored cell was observed with, for the same content (None: no such cell)
+    fresh: bool  # no cell for this content at all (first)
+
+    def job(self, force: bool, queued_at: str) -> pjobs.Job:
+        return pjobs.Job(
+            id=None,
+            queue=matrix_queue(self.release),
+            task_name=MATRIX,
+            lock=None,
+            queueing_lock=matrix_lock(self.snippet_id, self.target, self.release),
+            priority=1 if self.fresh else 0,  # new content first
+            task_kwargs={
+                "snippet_id": self.snippet_id,
+                "target": self.target,
+                "release": self.release,
+                "content_hash": self.content_hash,
+                "stamp": self.stamp,
+                "force": force,
+                "queued_at": queued_at,
+                "snippet": self.data,
+            },
+        )
+
+
+def plan_matrix(
+    store: Store, releases: Iterable[str] | None = None, snippet_ids: Iterable[str] | None = None, force: bool = False
+) -> list[PlannedCell]:
+    """Matrix cells to (re)compute, incrementally: content + toolchain stamp.
+
+    A snippet × target × release needs a job when it has no cell, when its cell was observed for other
+    content, or when workers have since posted cells of that release with another toolchain fingerprint
+    (the newest posted fingerprint of a release is its stamp; a cell of the committed file has none, so the
+    first posted fingerprint of a release renews that release's file cells once). `force`: every one.
+    `releases`: default the releases the matrix has cells of. Sketches and fragments are never compiled.
+    """
+    import sqlalchemy as sa
+    from sqlmodel import col, select
+
+    from app.index.models import MatrixCellRow, SnippetRow, table_of
+    from runner.toolchains import release_key
+
+    m = table_of(MatrixCellRow)
+    wanted = set(snippet_ids) if snippet_ids is not None else None
+    with store.engine.connect() as conn:
+        cells = {
+            (r.snippet_id, r.target, r.release): r
+            for r in conn.execute(
+                sa.select(m.c.snippet_id, m.c.target, m.c.release, m.c.content_hash, m.c.fingerprint, m.c.timestamp)
+            )
+        }
+        chosen = sorted(set(releases) if releases else {k[2] for k in cells}, key=release_key)
+        newest: dict[str, tuple[str, str]] = {}  # release → (timestamp, fingerprint) of its newest posted cell
+        for (_, _, release), r in cells.items():
+            if r.fingerprint and (release not in newest or r.timestamp > newest[release][0]):
+                newest[release] = (r.timestamp, r.fingerprint)
+        snippets = [
+            s
+            for s in conn.execute(
+                select(SnippetRow.id, SnippetRow.content_hash, SnippetRow.targets, SnippetRow.data)
+                .where(col(SnippetRow.mode).notin_(("sketch", "fragment")))
+                .order_by(col(SnippetRow.page_id), col(SnippetRow.position))
+            )
+            if wanted is None or s.id in wanted
+        ]
+    out: list[PlannedCell] = []
+    for s in snippets:
+        data: dict[str, Any] | None = None
+        for target in json.loads(s.targets):
+            for release in chosen:
+                cell = cells.get((s.id, target, release))
+                same = cell is not None and cell.content_hash == s.content_hash
+                stamp = cell.fingerprint if same and cell is not None else None
+                current = same and (release not in newest or stamp == newest[release][1])
+                if current and not force:
+                    continue
+                data = data if data is not None else json.loads(s.data)
+                out.append(PlannedCell(s.id, target, release, s.content_hash, data, stamp, not same))
+    return out
+
+
 class Scheduler:
     """Defers verification jobs for the index of `store` into the queue of `app`."""
 
@@ -195,6 +295,37 @@ class Scheduler:
             self._defer(fresh[i : i + BATCH], report)
         return report
 
+    def enqueue_matrix(
+        self, snippet_ids: Iterable[str] | None = None, releases: Iterable[str] | None = None, force: bool = False
+    ) -> EnqueueReport:
+        """Queue matrix compile jobs, one per snippet × target × release whose cell is not current (`plan_matrix`),
+        each in its release's queue (`matrix-13.1`); a waiting job for older content is replaced.
+
+        releases: default `matrix_releases`, else the releases the matrix has cells of. force: every cell, and
+        workers recompile even a current one."""
+        report = EnqueueReport()
+        chosen = list(releases) if releases is not None else list(self.settings.matrix_releases) or None
+        planned = plan_matrix(self.store, chosen, snippet_ids, force)
+        if not planned:
+            return report
+        locks = {matrix_lock(p.snippet_id, p.target, p.release) for p in planned}
+        queued = self._queued(locks, MATRIX)
+        now = datetime.now(UTC).isoformat(timespec="microseconds")
+        fresh: list[pjobs.Job] = []
+        for p in planned:
+            waiting = queued.get(matrix_lock(p.snippet_id, p.target, p.release))
+            if waiting is not None:
+                job_id, waiting_hash, waiting_forced = waiting
+                if waiting_hash == p.content_hash and (waiting_forced or not force):
+                    report.already_queued += 1
+                    continue
+                if self.app.job_manager.cancel_job_by_id(job_id):
+                    report.replaced += 1
+            fresh.append(p.job(force, now))
+        for i in range(0, len(fresh), BATCH):
+            self._defer(fresh[i : i + BATCH], report)
+        return report
+
     def _defer(self, batch: list[pjobs.Job], report: EnqueueReport) -> None:
         try:
             done = self.app.job_manager.batch_defer_jobs(batch)
@@ -210,15 +341,15 @@ class Scheduler:
             report.queued += 1
             report.by_target[job.queue] += 1
 
-    def _queued(self, locks: set[str]) -> dict[str, tuple[int, str, bool]]:
-        """Waiting verification jobs by queueing lock: (job id, content hash, forced)."""
+    def _queued(self, locks: set[str], task: str = VERIFY) -> dict[str, tuple[int, str, bool]]:
+        """Waiting jobs of `task` by queueing lock: (job id, content hash, forced)."""
         if not locks:
             return {}
         rows = self.app.connector.get_sync_connector().execute_query_all(
             query="SELECT id, queueing_lock, args->>'content_hash' AS content_hash, "
             "coalesce((args->>'force')::boolean, false) AS force FROM procrastinate_jobs "
             "WHERE status = 'todo' AND task_name = %(task)s AND queueing_lock = ANY(%(locks)s)",
-            task=VERIFY,
+            task=task,
             locks=sorted(locks),
         )
         return {r["queueing_lock"]: (r["id"], r["content_hash"], bool(r["force"])) for r in rows}

@@ -17,7 +17,14 @@ Jobs:
   Which pairs to queue, and deferring them, is app/queue/scheduler.py.
 - `kernelwiki.nightly` (periodic, `nightly_cron`, control queue): fan out every
   snippet × target. Each job carries the toolchains that already verified that
-  content; a worker whose toolchain is among them skips it unless forced.
+  content; a worker whose toolchain is among them skips it unless forced. Beside
+  it, the toolchain matrix, incrementally (app/queue/scheduler.py `enqueue_matrix`).
+- `kernelwiki.matrix` (queue `matrix-RELEASE`, e.g. `matrix-13.1`): compile one
+  snippet × target with one CUDA release, compile-only, on a CPU worker that holds
+  that release (`kernelwiki worker --toolchains 13.0,13.1`, app/queue/matrix_job.py),
+  and post the cells with their SASS/PTX (`POST /api/matrix/cells`). Queueing lock
+  `matrix:SNIPPET@TARGET@RELEASE`. GPU runs stay on `kernelwiki.verify`, with the
+  one toolchain its node's driver supports.
 
 The control queue (`kernelwiki`) is consumed by `kernelwiki worker --scheduler`,
 which has the index database; GPU workers only have the queue database and the
@@ -47,6 +54,9 @@ ANY_QUEUE = "any"
 VERIFY = "kernelwiki.verify"
 SWEEP = "kernelwiki.sweep"
 NIGHTLY = "kernelwiki.nightly"
+MATRIX = "kernelwiki.matrix"
+MATRIX_QUEUE_PREFIX = "matrix-"
+"""Matrix compile jobs of one CUDA release wait in `matrix-RELEASE`: a worker serves the releases it holds."""
 NOT_VERIFIED = frozenset({"error", "timeout"})
 """Statuses that do not count as 'already verified' (infrastructure faults are retried)."""
 SCHEMA_LOCK_ID = 0x6B77_7175  # 'kwqu': pg_advisory_lock key while the queue schema is created
@@ -72,6 +82,16 @@ def queue_of(target: str) -> str:
     return target or ANY_QUEUE
 
 
+def matrix_queue(release: str) -> str:
+    """The queue of one CUDA release's matrix compile jobs (`matrix-13.1`)."""
+    return f"{MATRIX_QUEUE_PREFIX}{release}"
+
+
+def matrix_lock(snippet_id: str, target: str, release: str) -> str:
+    """Queueing lock of a matrix job: one waiting job per snippet × target × release."""
+    return f"matrix:{snippet_id}@{target}@{release}"
+
+
 def build_app(settings: Settings) -> procrastinate.App:
     """The procrastinate App for `settings`: connector, tasks, retry policy and periodic schedules.
 
@@ -95,6 +115,13 @@ def build_app(settings: Settings) -> procrastinate.App:
             raise RuntimeError(f"{VERIFY} runs on GPU workers (kernelwiki worker --target …)")
         return runtime.handle(context.job.id, context.job.attempts, job)
 
+    @app.task(name=MATRIX, queue=ANY_QUEUE, retry=retry, pass_context=True)
+    def matrix(context: procrastinate.JobContext, **job: Any) -> str:
+        runtime = context.additional_context.get("matrix_runtime")
+        if runtime is None:
+            raise RuntimeError(f"{MATRIX} runs on matrix workers (kernelwiki worker --toolchains …)")
+        return runtime.handle(context.job.id, job)
+
     @app.periodic(cron=settings.sweep_cron, periodic_id="sweep", queueing_lock=SWEEP)
     @app.task(name=SWEEP, queue=CONTROL_QUEUE, pass_context=True)
     def sweep(context: procrastinate.JobContext, timestamp: int) -> str:
@@ -103,7 +130,10 @@ def build_app(settings: Settings) -> procrastinate.App:
     @app.periodic(cron=settings.nightly_cron, periodic_id="nightly", queueing_lock=NIGHTLY)
     @app.task(name=NIGHTLY, queue=CONTROL_QUEUE, pass_context=True)
     def nightly(context: procrastinate.JobContext, timestamp: int) -> str:
-        return _scheduler(context).enqueue(force=settings.nightly_force).summary()
+        scheduler = _scheduler(context)
+        verification = scheduler.enqueue(force=settings.nightly_force).summary()
+        matrix = scheduler.enqueue_matrix(force=settings.nightly_force).summary()
+        return f"verification: {verification}; matrix: {matrix}"
 
     register_try_task(app)  # kernelwiki.try, below every verification job in priority (app/tryrun/work/jobs.py)
     return app

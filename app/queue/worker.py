@@ -11,6 +11,11 @@ runner also starts them with a cleaned environment, in a sandbox where one
 works. It refuses to start when no local GPU can run a target, and says why
 (app/queue/target_check.py).
 
+`kernelwiki worker --toolchains 13.0,13.1` (or `all`: every installed release) consumes
+the matrix queues of those releases (`matrix-13.0`, `matrix-13.1`): compile-only, no GPU
+needed, so CPU machines fan the matrix out (app/queue/matrix_job.py). With `--target` too,
+a GPU worker serves both.
+
 `kernelwiki worker --scheduler` consumes the control queue: the on-edit sweep
 and the nightly fan-out (app/queue/tasks.py). It reads the index database.
 
@@ -21,6 +26,7 @@ One job's handling is app/queue/job.py; the service's API, app/queue/client.py.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
@@ -32,8 +38,9 @@ import procrastinate
 
 from app.queue.client import EvidenceClient
 from app.queue.job import Runtime, VerifyFn, runner_verify
+from app.queue.matrix_job import CompileFn, MatrixRuntime, held_toolchains, runner_compile
 from app.queue.target_check import WorkerRefused, check_sandbox, check_targets
-from app.queue.tasks import ANY_QUEUE, CONTROL_QUEUE, build_app, ensure_schema, recover_stalled
+from app.queue.tasks import ANY_QUEUE, CONTROL_QUEUE, build_app, ensure_schema, matrix_queue, recover_stalled
 from app.settings import Settings
 from app.tryrun.work.jobs import try_queues, try_runtime_for
 
@@ -140,8 +147,9 @@ def run_gpu_worker(
     verify: VerifyFn | None = None,
     toolchain_label: str | None = None,
     name: str | None = None,
+    toolchains: list[str] | None = None,
 ) -> None:
-    """Serve the queues of `targets` (and `any`) until stopped (SIGINT/SIGTERM finish the running job first).
+    """Serve the queues of `targets` (and `any`; with `toolchains`, those releases' matrix queues too) until stopped (SIGINT/SIGTERM finish the running job first).
 
     `verify` and `toolchain_label` replace the runner and the GPU check (tests, benchmarks);
     `name` (default: the host name) is recorded with the evidence as `worker`.
@@ -168,11 +176,66 @@ def run_gpu_worker(
     app = build_app(settings)
     with EvidenceClient(settings.server_url, token, settings.worker_http_timeout_s) as client:
         runtime = Runtime(targets, toolchain_label or "unknown", client, verify, name or socket.gethostname())
+        if settings.toolchain and toolchain is not None:  # an installed release chosen, not the node's nvcc
+            runtime.toolchain_release = toolchain.nvcc_release or settings.toolchain
         try_runtime = try_runtime_for(settings, token, gpus, toolchain)  # try runs (issue 27), after every verification job
         scrub_environment()
         queues = [*targets, ANY_QUEUE, *try_queues(targets)]
         context = {"runtime": runtime, "try_runtime": try_runtime}
+        if toolchains:
+            matrix = matrix_runtime_for(settings, client, toolchains, None, None)
+            matrix.name = runtime.name
+            context["matrix_runtime"] = matrix
+            queues += [matrix_queue(r) for r in matrix.releases]
         asyncio.run(_serve(app, settings, queues, context, f"{'+'.join(targets)}@{runtime.name}", queues))
+
+
+def matrix_runtime_for(
+    settings: Settings,
+    client: EvidenceClient,
+    names: list[str],
+    compile_fn: CompileFn | None,
+    fingerprints: dict[str, str] | None,
+) -> MatrixRuntime:
+    """The matrix jobs' runtime: the held releases (`names`, checked now: a release not installed is refused)."""
+    from runner.toolchains import ToolchainError, toolchains_dir
+
+    if compile_fn is None or fingerprints is None:
+        try:
+            held = held_toolchains(names, toolchains_dir().resolve())
+        except ToolchainError as exc:
+            raise WorkerRefused(f"--toolchains: {exc}") from None
+        # the toolchain stamp: its fingerprint (tools, versions, installed wheels), hashed to a fixed length
+        fingerprints = {release: hashlib.sha256(tc.fingerprint.encode()).hexdigest() for release, tc in held.items()}
+        compile_fn = runner_compile(held, settings.worker_cache, settings.isolation)
+    return MatrixRuntime(fingerprints, client, compile_fn)
+
+
+def run_matrix_worker(
+    settings: Settings,
+    toolchains: list[str],
+    compile_fn: CompileFn | None = None,
+    fingerprints: dict[str, str] | None = None,
+    name: str | None = None,
+) -> None:
+    """Serve the matrix queues of the releases held (compile-only: no GPU) until stopped.
+
+    `compile_fn` and `fingerprints` replace the runner and the installed releases (tests)."""
+    settings = shed_secrets(settings)
+    if compile_fn is None:
+        check_sandbox(settings.isolation)
+    token = settings.runner_token.get_secret_value() if settings.runner_token else ""
+    if not token:
+        raise WorkerRefused("no runner token: set KERNELWIKI_RUNNER_TOKEN to the service's token")
+    ensure_schema(settings)
+    app = build_app(settings)
+    with EvidenceClient(settings.server_url, token, settings.worker_http_timeout_s) as client:
+        runtime = matrix_runtime_for(settings, client, toolchains, compile_fn, fingerprints)
+        runtime.name = name or socket.gethostname()
+        scrub_environment()
+        queues = [matrix_queue(r) for r in runtime.releases]
+        log.info("serving the matrix of CUDA %s", ", ".join(runtime.releases))
+        asyncio.run(_serve(app, settings, queues, {"matrix_runtime": runtime}, f"matrix@{runtime.name}", queues))
 
 
 def run_scheduler(settings: Settings) -> None:

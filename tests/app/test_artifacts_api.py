@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from app.evidence.matrix_cells import load_matrix_file
+from app.index.db import make_engine
 from runner.matrix import MatrixCell, read_cells, write_cells
 from tests.conftest import LiveServer
 
@@ -32,6 +34,7 @@ def client(tmp_path: Path, wiki_dir: Path) -> Iterator[httpx.Client]:
     settings = Settings(wiki=wiki_dir, db=f"sqlite:///{tmp_path / 'kw.db'}", evidence=evidence, runner_token="t")
     with LiveServer(create_app(settings)) as server, httpx.Client(base_url=server.url, timeout=30) as c:
         c.evidence = evidence  # type: ignore[attr-defined]
+        c.db = settings.db  # type: ignore[attr-defined]
         yield c
 
 
@@ -86,6 +89,10 @@ def test_the_matrix_and_the_changes_show_flips_between_neighbouring_toolchains(c
         if (c.snippet_id, c.target, c.release) == ("matrix-axpy:1", "sm_90a", "13.1"):
             c.status, c.message, c.spill_bytes, c.registers = "fail", "error: bad", 16, 20
     write_cells(path, cells)
+    engine = make_engine(client.db)  # type: ignore[attr-defined]
+    loaded = load_matrix_file(engine, client.evidence)  # type: ignore[attr-defined]  # as `kernelwiki index` does
+    engine.dispose()
+    assert (loaded.replaced, loaded.inserted, loaded.removed) == (1, 0, 0)
     changes = client.get("/api/changes").json()
     kinds = {ch["kind"] for ch in changes["changes"]}
     assert kinds == {"status", "registers", "spills"} and changes["total"] == 3
@@ -127,6 +134,7 @@ def test_the_mcp_tool_get_sass_answers_with_the_listing_and_its_matrix(tmp_path:
 
     evidence = tmp_path / "ev"
     shutil.copytree(FIXTURES / "matrix_evidence", evidence)
+    assert store.evidence.load_dir(evidence).errors == []  # the cells go into the index with the evidence
     server = build_server(lambda: store, "http://kw", evidence)
 
     async def conversation() -> list[tuple[bool, str]]:

@@ -225,6 +225,7 @@ def test_the_cli_installs_selects_and_runs_the_matrix_and_names_what_is_wrong(tm
     done = runner.invoke(cli, ["matrix", "--wiki", str(wiki), "--toolchains", f"{SYSTEM},{WHEEL_RELEASE}"])
     assert done.exit_code == 0, done.output
     assert "matrix: 2 cells" in done.output and "0 flips" in done.output
+    assert "index: 2 new cells, 0 replaced, 0 removed (sqlite)" in done.output  # what the service reads (matrix_cell)
     cells = read_cells(evidence / "matrix" / "cells.jsonl")
     assert [(c.snippet_id, c.release, c.status) for c in cells] == [
         ("ptx-only:1", "13.0", "pass"),
