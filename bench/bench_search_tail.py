@@ -48,12 +48,12 @@ class Pauses:
 
 
 def run(store: Any, queries: list[str], pauses: Pauses) -> list[tuple[float, float]]:
-    from app.store import Filters
+    from app.index.filters import Filters
 
     spans = []
     for q in queries:
         started = time.perf_counter()
-        store.search(q, Filters(), limit=10)
+        store.searcher.search(q, Filters(), limit=10)
         spans.append((started, time.perf_counter()))
     return spans
 
