@@ -4,7 +4,7 @@
 
 Builds bench/bench_index.py's synthetic wiki, indexes it and its full-text
 index (a Store, as one serving process has), then runs the distinct-query
-stream of bench/bench_search_serve.py through `Store.search` with the result
+stream of bench/bench_search_serve.py through `Searcher.search` (app/search/searcher.py) with the result
 cache off, in two arms that alternate in rounds of 500 queries, each arm its
 own queries: as the process is after loading, and after `gc.freeze()`. Reports per arm p50/p99/max of one search, the
 collections that ran (by generation) with their total and longest pause, and
