@@ -8,16 +8,14 @@ reindexing, which keeps the SQL index and this process's full-text index in step
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
 from app.evidence.store import EvidenceStore
 from app.health import Health
 from app.index.build import IndexReport, reindex
-from app.index.db import connected, create_schema, make_engine
+from app.index.db import create_schema, make_engine
 from app.pages import Pages
 from app.search import SearchEngine, Searcher, search_dir_for
 
@@ -40,12 +38,6 @@ class Store:
         self.searcher = Searcher(self.engine, self.search_engine)
         self.pages = Pages(self.engine, self.evidence)
         self.health = Health(self.engine, self.evidence)
-
-    @contextmanager
-    def connection(self, conn: Connection | None = None) -> Iterator[Connection]:
-        """`conn` itself when given (a request's connection), else a connection of its own (CLI, tests)."""
-        with connected(self.engine, conn) as conn:
-            yield conn
 
     def create_schema(self) -> None:
         create_schema(self.engine)
