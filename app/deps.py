@@ -1,4 +1,8 @@
-"""FastAPI dependencies: the store and settings of the running app (no globals)."""
+"""FastAPI dependencies: the concern services, settings and connection of the running app (no globals).
+
+A route asks for the services it needs (`PagesDep`, `SearchDep`, `EvidenceDep`, `HealthDep`) and the request's one
+connection (`ConnDep`); the `Store` on `app.state` only wires them (app/store.py).
+"""
 
 from __future__ import annotations
 
@@ -14,14 +18,17 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.engine import Connection, Engine
 from starlette.concurrency import run_in_threadpool
 
+from app.evidence.store import EvidenceStore
+from app.health import Health
 from app.index.filters import Filters
-from app.search import FACETS, parse_facets
+from app.pages import Pages
+from app.search import FACETS, Searcher, parse_facets
 from app.settings import Settings
 from app.store import Store
 
 
 def app_store(request: Request) -> Store:
-    """The app's index; 503 (with the reason) while it cannot be opened."""
+    """The app's services; 503 (with the reason) while the index cannot be opened."""
     store = request.app.state.store
     if store is None:
         status = getattr(request.app.state, "index_status", None)
@@ -30,9 +37,25 @@ def app_store(request: Request) -> Store:
     return store
 
 
-async def get_store(request: Request) -> Store:
-    """`app_store` as a dependency; async because it never blocks (a sync one costs a threadpool hop per request)."""
-    return app_store(request)
+# The services as dependencies: async because they never block (a sync one costs a threadpool hop per request).
+
+
+async def get_pages(request: Request) -> Pages:
+    return app_store(request).pages
+
+
+async def get_searcher(request: Request) -> Searcher:
+    return app_store(request).searcher
+
+
+async def get_evidence(request: Request) -> EvidenceStore:
+    return app_store(request).evidence
+
+
+async def get_health(request: Request) -> Health | None:
+    """None while there is no index to count (never a 503: `/api/health` says why itself)."""
+    store = request.app.state.store
+    return store.health if store is not None else None
 
 
 async def get_settings(request: Request) -> Settings:
@@ -40,7 +63,7 @@ async def get_settings(request: Request) -> Settings:
 
 
 async def get_conn(request: Request) -> AsyncIterator[Connection]:
-    """The request's one database connection, passed down to every Store call it makes.
+    """The request's one database connection, passed down to every service call it makes.
 
     Checked out once per request and given back when the request ends, so a
     request never waits on the pool for a second connection while holding one.
@@ -49,14 +72,13 @@ async def get_conn(request: Request) -> AsyncIterator[Connection]:
     cancelled request never gets, and 64 clients that disconnect at once then
     leaked the whole pool (every later request waited 30 s and failed).
     """
-    async with request_connection(request, app_store(request)) as conn:
+    async with request_connection(request, app_store(request).engine) as conn:
         yield conn
 
 
 @asynccontextmanager
-async def request_connection(request: Request, store: Store) -> AsyncIterator[Connection]:
+async def request_connection(request: Request, engine: Engine) -> AsyncIterator[Connection]:
     """`get_conn`'s checkout, for routes served without FastAPI's dependencies (app/api/search.py's lean route)."""
-    engine = store.engine
     slots = _pool_slots(request, engine)
     taken: list[Connection] = []  # filled in the worker thread, so a checkout finished after a hang-up is still closed
 
@@ -92,7 +114,10 @@ def _pool_slots(request: Request, engine: Engine) -> asyncio.Semaphore:
     return slots
 
 
-StoreDep = Annotated[Store, Depends(get_store)]
+PagesDep = Annotated[Pages, Depends(get_pages)]
+SearchDep = Annotated[Searcher, Depends(get_searcher)]
+EvidenceDep = Annotated[EvidenceStore, Depends(get_evidence)]
+HealthDep = Annotated[Health | None, Depends(get_health)]
 ConnDep = Annotated[Connection, Depends(get_conn)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
@@ -111,7 +136,7 @@ _FILTER = dict(max_length=PARAMETER_MAX_CHARS)
 
 
 async def get_filters(  # async: without filters no I/O at all, with them one indexed row (no worker-thread hop)
-    store: StoreDep,
+    searcher: SearchDep,
     conn: ConnDep,
     type: Annotated[str | None, Query(description="page type, e.g. hardware", **_FILTER)] = None,
     arch: Annotated[str | None, Query(description="GPU family: sm90 and sm90a both match sm90/sm90a pages", **_FILTER)] = None,
@@ -138,13 +163,13 @@ async def get_filters(  # async: without filters no I/O at all, with them one in
         hardware_feature=hardware_feature or None,
         kernel_type=kernel_type or None,
     )
-    check_filters(store, filters, conn)
+    check_filters(searcher, filters, conn)
     return filters
 
 
-def check_filters(store: Store, filters: Filters, conn: Connection) -> None:
+def check_filters(searcher: Searcher, filters: Filters, conn: Connection) -> None:
     """422 naming each filter value no page can have, with the values allowed."""
-    problems = store.filter_problems(filters, conn=conn)
+    problems = searcher.filter_problems(filters, conn=conn)
     if problems:  # a value no page can have is a mistake to name, not an empty answer
         raise HTTPException(
             422,

@@ -180,7 +180,7 @@ def main() -> None:
         print(f"| one changed PR page reindexed | {one * 1000:.0f} ms |")
         print(f"| lint: read + schema checks (load_wiki) | {lint:.2f} s |")
         for q in QUERIES:
-            p50, p99 = _time(lambda q=q: store.search(q, Filters(), limit=20), args.rounds)
+            p50, p99 = _time(lambda q=q: store.searcher.search(q, Filters(), limit=20), args.rounds)
             print(f"| search '{q}' p50 / p99 | {p50:.1f} / {p99:.1f} ms |")
         with store.engine.connect() as conn:
             for name in VIEWS:

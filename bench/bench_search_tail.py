@@ -4,7 +4,7 @@
 
 Builds bench/bench_index.py's synthetic wiki, indexes it and its full-text
 index (a Store, as one serving process has), then runs the distinct-query
-stream of bench/bench_search_serve.py through `Store.search` with the result
+stream of bench/bench_search_serve.py through `Searcher.search` (app/search/searcher.py) with the result
 cache off, in two arms that alternate in rounds of 500 queries, each arm its
 own queries: as the process is after loading, and after `gc.freeze()`. Reports per arm p50/p99/max of one search, the
 collections that ran (by generation) with their total and longest pause, and
@@ -48,12 +48,12 @@ class Pauses:
 
 
 def run(store: Any, queries: list[str], pauses: Pauses) -> list[tuple[float, float]]:
-    from app.store import Filters
+    from app.index.filters import Filters
 
     spans = []
     for q in queries:
         started = time.perf_counter()
-        store.search(q, Filters(), limit=10)
+        store.searcher.search(q, Filters(), limit=10)
         spans.append((started, time.perf_counter()))
     return spans
 

@@ -95,7 +95,7 @@ def main() -> int:
         store = app.state.store
         app.state.web.prerendered.wait(120)  # the background warm-up is done, as on a server up for a few seconds
         with TestClient(app, headers={"accept": "text/html"}, follow_redirects=False) as client:
-            pages = store.list_pages(__import__("app.store", fromlist=["Filters"]).Filters(), limit=100_000).pages
+            pages = store.pages.list_pages(__import__("app.index.filters", fromlist=["Filters"]).Filters(), limit=100_000).pages
             # Measure a true first render: the warm-up thread may already have filled the caches.
             web = app.state.web
             web.bodies, web.code = type(web.bodies)(web.bodies.size), type(web.code)(web.code.size)

@@ -21,15 +21,17 @@ APP_FLOORS: tuple[tuple[str, ...], ...] = (
     ("app", "app.settings", "app.errors", "app.schemas", "app.lifeline", "app.shutdown", "app.cache"),
     ("app.index",),  # 1: the SQL index: tables, migrations, reading pages, building the index
     ("app.search", "app.evidence"),  # 2: full-text search; evidence and snippet status (neither imports the other)
-    ("app.store", "app.tryrun.work"),  # 3: the façade over index, search and evidence; a try unit and how it runs
-    ("app.queue", "app.deps", "app.watch", "app.repair"),  # 4: job queue and worker; request dependencies; reindexing
-    ("app.web",),  # 5: the HTML browser
-    ("app.agents",),  # 6: Markdown and MCP for agents (borrows app.web.badges)
-    ("app.api",),  # 7: the JSON API (borrows app.agents.budget for token-budgeted search)
-    ("app.tryrun",),  # 8: try runs: tokens, quotas, stored results, their API, editor and MCP tools (issue 27)
-    ("app.main",),  # 9: the app factory
-    ("app.serve",),  # 10: `kernelwiki serve` (uvicorn, workers)
-    ("app.cli",),  # 11: the `kernelwiki` command line
+    # 3: services joining index and evidence: a page with its evidence, the health counts; a try unit and how it runs
+    ("app.pages", "app.health", "app.tryrun.work"),
+    ("app.store",),  # 4: the thin façade that wires the services over one database (no logic of its own)
+    ("app.queue", "app.deps", "app.watch", "app.repair"),  # 5: job queue and worker; request dependencies; reindexing
+    ("app.web",),  # 6: the HTML browser
+    ("app.agents",),  # 7: Markdown and MCP for agents (borrows app.web.badges)
+    ("app.api",),  # 8: the JSON API (borrows app.agents.budget for token-budgeted search)
+    ("app.tryrun",),  # 9: try runs: tokens, quotas, stored results, their API, editor and MCP tools (issue 27)
+    ("app.main",),  # 10: the app factory
+    ("app.serve",),  # 11: `kernelwiki serve` (uvicorn, workers)
+    ("app.cli",),  # 12: the `kernelwiki` command line
 )
 """app/ from the ground up, read from the real import graph: a unit (a package, or a module at app/'s top) may import
 the units on floors below its own, never one on its own floor or above. A new module of app/ gets a floor here."""
@@ -201,6 +203,30 @@ def test_app_imports_point_down_its_floors() -> None:
         for name, target, line in _not_down_the_floors(_graph())
     ]
     assert wrong == [], "app/ imports that do not point down its floors (APP_FLOORS):\n" + "\n".join(wrong)
+
+
+SERVICE_USERS = ("app.api", "app.web", "app.agents")
+"""Routes, views and MCP tools: they depend on the concern services (app/deps.py's `PagesDep`, `SearchDep`,
+`EvidenceDep`, `HealthDep`), never on the `Store` that wires them (issue 22)."""
+
+
+def _importing(graph: dict[str, dict[str, int]], packages: tuple[str, ...], target: str) -> list[str]:
+    """`path:line: module` for each module under `packages` that imports `target`."""
+    return [
+        f"{MODULES[name].relative_to(ROOT)}:{targets[target]}: {name}"
+        for name, targets in graph.items()
+        if target in targets and any(name == p or name.startswith(p + ".") for p in packages)
+    ]
+
+
+def test_routes_views_and_agent_tools_never_import_the_store() -> None:
+    found = _importing(_graph(), SERVICE_USERS, "app.store")
+    assert found == [], "import app.store; depend on the services it wires (app/deps.py) instead:\n" + "\n".join(found)
+
+
+def test_the_store_check_finds_a_route_that_imports_the_store() -> None:
+    graph = {"app.api.pages": {"app.store": 7, "app.pages": 8}, "app.main": {"app.store": 3}, "app.apis": {"app.store": 1}}
+    assert _importing(graph, SERVICE_USERS, "app.store") == ["app/api/pages.py:7: app.api.pages"]
 
 
 def test_the_lower_layers_import_no_web_or_database_stack() -> None:

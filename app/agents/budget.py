@@ -10,7 +10,7 @@ Tokens are approximated as ceil(characters / 4): close to what BPE tokenizers
 give for English prose and code (they vary by model, typically 3 to 5
 characters per token), cheap, and the same on every backend. Nothing here
 knows how search ranks; it reads the ranked `SearchPublic` and each page's
-Markdown through `Store.page_sources`.
+Markdown through `Pages.page_sources` (app/pages.py).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Connection
 
 from app.agents.markdown import PageText, evidence_summary, page_url, prepare
+from app.pages import Pages
 from app.schemas import ContextSection, SearchContext, SearchPublic
-from app.store import Store
 
 CHARS_PER_TOKEN = 4
 APPROXIMATION = "ceil(characters / 4) of each entry as rendered: its heading line, evidence and Markdown"
@@ -67,12 +67,12 @@ class Candidate:
         return approx_tokens(entry_markdown(head, self.evidence, text) + SEPARATOR)
 
 
-def _candidates(store: Store, result: SearchPublic, conn: Connection) -> list[Candidate]:
+def _candidates(pages: Pages, result: SearchPublic, conn: Connection) -> list[Candidate]:
     """The results' sections in rank order, each once, with their Markdown and evidence."""
     page_ids = list(dict.fromkeys(r.id for r in result.results))
-    sources = store.page_sources(page_ids, conn)
+    sources = pages.page_sources(page_ids, conn)
     prepared: dict[str, PageText] = {}
-    snippets = {pid: store.evidence.snippets_with_evidence(conn, page_id=pid) for pid in page_ids if pid in sources}
+    snippets = {pid: pages.evidence.snippets_with_evidence(conn, page_id=pid) for pid in page_ids if pid in sources}
     out: list[Candidate] = []
     seen: set[tuple[str, str]] = set()
     for r in result.results:
@@ -119,16 +119,16 @@ def _cut(candidate: Candidate, tokens: int) -> str | None:
 
 
 def budgeted(
-    store: Store, result: SearchPublic, budget_tokens: int, base_url: str, conn: Connection | None = None
+    pages: Pages, result: SearchPublic, budget_tokens: int, base_url: str, conn: Connection | None = None
 ) -> SearchContext:
     """The best sections of `result` within `budget_tokens`: whole ones first, then the start of the next best.
 
     `conn` is the request's connection where it has one (a request never holds two).
     """
     if conn is None:
-        with store.engine.connect() as own:
-            return budgeted(store, result, budget_tokens, base_url, own)
-    candidates = _candidates(store, result, conn)
+        with pages.connection() as own:
+            return budgeted(pages, result, budget_tokens, base_url, own)
+    candidates = _candidates(pages, result, conn)
     left = budget_tokens
     chosen: dict[int, ContextSection] = {}
 

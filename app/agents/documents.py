@@ -1,4 +1,4 @@
-"""The agent documents, read from the `Store`: a page's Markdown, llms.txt and llms-full.txt.
+"""The agent documents, read from the pages service (app/pages.py): a page's Markdown, llms.txt and llms-full.txt.
 
 The HTTP routes (app/agents/routes.py) and the MCP tools (app/agents/mcp_server.py)
 both answer from these functions, so an agent sees the same text either way.
@@ -13,7 +13,7 @@ from sqlalchemy import text
 
 from app.agents.markdown import page_markdown, page_url, status_legend
 from app.index.markdown import description
-from app.store import Store
+from app.pages import Pages
 
 TITLE = "kernelwiki"
 SUMMARY = (
@@ -40,13 +40,13 @@ TYPE_HEADINGS = {
 """Section heading per page type, in llms.txt order; other types follow, titled, before the sources."""
 
 
-def page_document(store: Store, page_id: str, base_url: str, sections: list[str] | None = None) -> str | None:
+def page_document(pages: Pages, page_id: str, base_url: str, sections: list[str] | None = None) -> str | None:
     """A page's Markdown (or the named sections'), with facts and evidence; None when there is no such page.
 
     Raises `app.agents.markdown.UnknownSection` for a section name the page does not have.
     """
-    page = store.get_page(page_id)
-    source = store.page_sources([page_id]).get(page_id) if page is not None else None
+    page = pages.get_page(page_id)
+    source = pages.page_sources([page_id]).get(page_id) if page is not None else None
     if page is None or source is None:
         return None
     return page_markdown(page, source[0], source[1], base_url, sections)
@@ -61,41 +61,41 @@ class Listed(NamedTuple):
     architectures: list[str]  # as its front matter lists them
 
 
-def _all_pages(store: Store) -> list[Listed]:
+def _all_pages(pages: Pages) -> list[Listed]:
     """Every page, grouped by type in llms.txt order (sources last), by title within a type.
 
     Two plain queries (pages, then architectures in the order each page declared them), no front matter
     decoded: at 10,000 pages this is what the first request after a reindex pays.
     """
-    with store.engine.connect() as conn:
+    with pages.connection() as conn:
         archs: dict[str, list[str]] = {}
         for page_id, arch in conn.execute(text("SELECT page_id, arch FROM architecture ORDER BY id")):
             archs.setdefault(page_id, []).append(arch)
-        pages = [Listed(r[0], r[1], r[2], archs.get(r[0], [])) for r in conn.execute(text("SELECT id, title, type FROM page"))]
+        listed = [Listed(r[0], r[1], r[2], archs.get(r[0], [])) for r in conn.execute(text("SELECT id, title, type FROM page"))]
     order = list(TYPE_HEADINGS)
     rank = lambda p: (p.type == "source", order.index(p.type) if p.type in order else len(order), p.type, p.title.lower(), p.id)  # noqa: E731
-    return sorted(pages, key=rank)
+    return sorted(listed, key=rank)
 
 
 def _heading(page_type: str) -> str:
     return TYPE_HEADINGS.get(page_type, page_type.replace("-", " ").replace("_", " ").title())
 
 
-def _descriptions(store: Store) -> dict[str, str]:
+def _descriptions(pages: Pages) -> dict[str, str]:
     """Every page's description as the indexer stored it; worked out here only for pages indexed before
     there was a `page.description` (migration 0010) and not edited since."""
-    with store.engine.connect() as conn:
+    with pages.connection() as conn:
         found: dict[str, str | None] = dict(conn.execute(text("SELECT id, description FROM page")).all())
     missing = [pid for pid, d in found.items() if d is None]
-    bodies = store.page_sources(missing) if missing else {}
+    bodies = pages.page_sources(missing) if missing else {}
     return {pid: d if d is not None else description(bodies.get(pid, ("", 1))[0]) for pid, d in found.items()}
 
 
-def llms_txt(store: Store, base_url: str) -> str:
+def llms_txt(pages: Pages, base_url: str) -> str:
     """The llmstxt.org index: title, summary, how to read the evidence, then a link per page grouped by type."""
     base = base_url.rstrip("/")
-    pages = _all_pages(store)
-    described = _descriptions(store)
+    listed = _all_pages(pages)
+    described = _descriptions(pages)
     lines = [
         f"# {TITLE}",
         "",
@@ -114,7 +114,7 @@ def llms_txt(store: Store, base_url: str) -> str:
         f"MCP server (streamable HTTP): {base}/mcp.",
     ]
     current = None
-    for page in pages:
+    for page in listed:
         if page.type != current:
             current = page.type
             lines += ["", f"## {_heading(page.type)}", ""]
@@ -125,10 +125,10 @@ def llms_txt(store: Store, base_url: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def llms_full_txt(store: Store, base_url: str) -> Iterator[str]:
+def llms_full_txt(pages: Pages, base_url: str) -> Iterator[str]:
     """Every page's Markdown, one after another, in llms.txt order (produced page by page)."""
     yield f"# {TITLE}\n\n> {SUMMARY}\n\n{NO_BLACKWELL}\n\nEvidence statuses:\n\n{status_legend()}\n"
-    for page in _all_pages(store):
-        text = page_document(store, page.id, base_url)
+    for page in _all_pages(pages):
+        text = page_document(pages, page.id, base_url)
         if text is not None:
             yield f"\n<!-- page {page.id}: {page_url(base_url, page.id)} -->\n{text}"

@@ -18,7 +18,7 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -33,10 +33,11 @@ from app.agents.budget import APPROXIMATION, MAX_BUDGET_TOKENS, MIN_BUDGET_TOKEN
 from app.agents.documents import page_document
 from app.agents.markdown import UnknownSection, page_url, snippet_line, status_legend
 from app.errors import error_body
-from app.evidence.store import HISTORY_LIMIT, HISTORY_MAX_LIMIT, HistoryKey
+from app.evidence.store import HISTORY_LIMIT, HISTORY_MAX_LIMIT, EvidenceStore, HistoryKey
 from app.index.filters import Filters
+from app.pages import Pages
+from app.search import Searcher
 from app.settings import Settings
-from app.store import Store
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -103,9 +104,18 @@ def _plain(excerpt_html: str) -> str:
     return html.unescape(re.sub(r"</?mark>", "**", excerpt_html)).strip()
 
 
-def build_server(get_store: Callable[[], Store | None], base_url: str, evidence_dir: Path | None = None) -> MCPServer:
-    """The MCP server over the store `get_store()` returns (read at each call: the app sets it at start);
-    with `evidence_dir`, also `get_sass` over its toolchain matrix (app/agents/sass_tool.py)."""
+class Services(Protocol):
+    """The services the tools read (app/store.py's `Store` wires them): pages, search and evidence."""
+
+    pages: Pages
+    searcher: Searcher
+    evidence: EvidenceStore
+
+
+def build_server(get_store: Callable[[], Services | None], base_url: str, evidence_dir: Path | None = None) -> MCPServer:
+    """The MCP server over the services of the store `get_store()` returns (read at each call: the app sets it at
+    start); each tool uses the services it needs (`pages`, `searcher`, `evidence`), as the HTTP routes do. With
+    `evidence_dir`, also `get_sass` over its toolchain matrix (app/agents/sass_tool.py)."""
     server: MCPServer = MCPServer(
         "kernelwiki",
         title="kernelwiki: proven GPU kernel facts",
@@ -114,11 +124,20 @@ def build_server(get_store: Callable[[], Store | None], base_url: str, evidence_
         log_level="WARNING",
     )
 
-    def store() -> Store:
+    def store() -> Services:
         current = get_store()
         if current is None:
             raise ToolError("the knowledge base is still being indexed; try again in a few seconds")
         return current
+
+    def pages() -> Pages:
+        return store().pages
+
+    def searcher() -> Searcher:
+        return store().searcher
+
+    def evidence() -> EvidenceStore:
+        return store().evidence
 
     @server.tool(description=SEARCH_DOC, annotations=READ_ONLY)
     def search(
@@ -147,7 +166,7 @@ def build_server(get_store: Callable[[], Store | None], base_url: str, evidence_
     ) -> str:
         if not query.strip():
             raise ToolError("query is empty: give words to search for, e.g. 'TMA multicast'")
-        s = store()
+        search_service, page_service = searcher(), pages()
         filters = Filters(
             type=type or None,
             arch=arch or None,
@@ -156,17 +175,17 @@ def build_server(get_store: Callable[[], Store | None], base_url: str, evidence_
             kernel_type=kernel_type or None,
             language=language or None,
         )
-        problems = s.filter_problems(filters)
+        problems = search_service.filter_problems(filters)
         if problems:
             raise ToolError("; ".join(p.message for p in problems))
-        result = s.search(query, filters, limit=limit or (30 if budget_tokens else 10))
+        result = search_service.search(query, filters, limit=limit or (30 if budget_tokens else 10))
         head = f'{result.total} results for "{result.query}"'
         if result.did_you_mean:
             head += f" (searched for: {result.did_you_mean})"
         if not result.results:
             return head + ". Try other words, fewer filters, or resolve() for an exact name."
         if budget_tokens:
-            context = budgeted(s, result, budget_tokens, base_url)
+            context = budgeted(page_service, result, budget_tokens, base_url)
             if not context.sections:
                 return f"{head}; not one section fits in {budget_tokens} tokens: raise budget_tokens, or search without it."
             return (
@@ -192,13 +211,13 @@ def build_server(get_store: Callable[[], Store | None], base_url: str, evidence_
             list[str] | None, Field(description="anchors or headings of the sections to read; all when omitted", max_length=50)
         ] = None,
     ) -> str:
-        s = store()
+        page_service = pages()
         try:
-            text = page_document(s, id, base_url, sections or None)
+            text = page_document(page_service, id, base_url, sections or None)
         except UnknownSection as exc:
             raise ToolError(str(exc)) from None
         if text is None:
-            found = s.resolve(id)
+            found = page_service.resolve(id)
             hint = (
                 f" '{id}' is an alias of page '{found}': call get_page('{found}')."
                 if found
@@ -224,12 +243,12 @@ def build_server(get_store: Callable[[], Store | None], base_url: str, evidence_
             after = HistoryKey.from_token(next.strip()) if next else None
         except ValueError as exc:
             raise ToolError(f"next: {exc}; call without it first, then pass the token each answer ends with") from None
-        s = store()
-        window = s.evidence.history(snippet_id.strip(), limit, after)
+        records = evidence()
+        window = records.history(snippet_id.strip(), limit, after)
         if window is None:
             raise ToolError(f"no snippet '{snippet_id}': get_page('{page_id}') names the page's snippets in its Evidence lines")
-        with s.engine.connect() as conn:
-            current = {x.id: x for x in s.evidence.snippets_with_evidence(conn, page_id=page_id)}.get(snippet_id.strip())
+        with records.engine.connect() as conn:
+            current = {x.id: x for x in records.snippets_with_evidence(conn, page_id=page_id)}.get(snippet_id.strip())
         lines = [f"# Evidence for snippet {snippet_id.strip()} (page {page_id})", ""]
         if current is not None and after is None:
             lines += [
@@ -276,11 +295,11 @@ def build_server(get_store: Callable[[], Store | None], base_url: str, evidence_
 
     @server.tool(description=RESOLVE_DOC, annotations=READ_ONLY)
     def resolve(name: Annotated[str, Field(description="an alias, title or page id", min_length=1, max_length=500)]) -> str:
-        s = store()
-        page_id = s.resolve(name)
-        page = s.get_page(page_id) if page_id else None
+        page_service = pages()
+        page_id = page_service.resolve(name)
+        page = page_service.get_page(page_id) if page_id else None
         if page is None:
-            near = s.search(name, Filters(), limit=3).results
+            near = searcher().search(name, Filters(), limit=3).results
             hint = ("; closest search results: " + ", ".join(f"{r.id} ({r.title})" for r in near)) if near else ""
             raise ToolError(f"no page has the alias, title or id '{name}'{hint}")
         meta = page.meta
@@ -301,13 +320,13 @@ def build_server(get_store: Callable[[], Store | None], base_url: str, evidence_
             store = get_store()
             if store is None:
                 raise ArtifactNotFound("snippet: the index is not open yet")
-            return store.engine
+            return store.evidence.engine
 
         add_sass_tool(server, MatrixData(evidence_dir, matrix_engine), READ_ONLY)
     return server
 
 
-def run_stdio(settings: Settings, prepare: Callable[[], Store]) -> None:
+def run_stdio(settings: Settings, prepare: Callable[[], Services]) -> None:
     """Open the index with `prepare()` (index the wiki, load evidence), then serve the tools on stdin/stdout."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     with contextlib.redirect_stdout(sys.stderr):  # stdout carries the protocol: nothing else may reach it

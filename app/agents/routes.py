@@ -13,7 +13,7 @@ from fastapi.responses import PlainTextResponse, Response
 
 from app.agents.cache import RenderedDocuments, matches
 from app.agents.documents import llms_full_txt, llms_txt, page_document
-from app.deps import ConnDep, StoreDep
+from app.deps import ConnDep, PagesDep
 from app.evidence.status import data_version
 from app.index.db import index_generation
 
@@ -43,21 +43,21 @@ def _cached(request: Request, key: Hashable, render: Callable[[str], str]) -> Re
 
 @router.get("/llms.txt", response_class=PlainTextResponse, summary="llmstxt.org index of every page")
 @router.head("/llms.txt", include_in_schema=False)
-def get_llms_txt(request: Request, store: StoreDep, conn: ConnDep) -> Response:
+def get_llms_txt(request: Request, pages: PagesDep, conn: ConnDep) -> Response:
     """Rendered once per index generation; `If-None-Match` with the ETag answers 304."""
-    return _cached(request, ("llms.txt", index_generation(conn)), lambda origin: llms_txt(store, origin))
+    return _cached(request, ("llms.txt", index_generation(conn)), lambda origin: llms_txt(pages, origin))
 
 
 @router.get("/llms-full.txt", response_class=PlainTextResponse, summary="every page's Markdown in one file")
 @router.head("/llms-full.txt", include_in_schema=False)
-def get_llms_full_txt(request: Request, store: StoreDep, conn: ConnDep) -> Response:
+def get_llms_full_txt(request: Request, pages: PagesDep, conn: ConnDep) -> Response:
     """Rendered once per data version (index generation and evidence); `If-None-Match` with the ETag answers 304."""
-    return _cached(request, ("llms-full.txt", data_version(conn)), lambda origin: "".join(llms_full_txt(store, origin)))
+    return _cached(request, ("llms-full.txt", data_version(conn)), lambda origin: "".join(llms_full_txt(pages, origin)))
 
 
 @router.get("/pages/{page_id}.md", response_class=PlainTextResponse, summary="a page as Markdown with its evidence")
-def get_page_markdown(request: Request, store: StoreDep, page_id: str) -> Response:
-    text = page_document(store, page_id, _base(request))
+def get_page_markdown(request: Request, pages: PagesDep, page_id: str) -> Response:
+    text = page_document(pages, page_id, _base(request))
     if text is None:
         raise HTTPException(404, f"no page with id '{page_id}'")
     return Response(text, media_type=MARKDOWN)

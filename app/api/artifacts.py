@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 
-from app.deps import SettingsDep, StoreDep, require_runner_token
+from app.deps import EvidenceDep, SettingsDep, require_runner_token
 from app.evidence.artifacts import ArtifactNotFound, Listing, families, matrix_data
 from app.evidence.ingest import JSONProblem, parse_json
 from app.evidence.matrix_cells import MatrixRefused, accept_post
@@ -108,7 +108,7 @@ def changes(
 
 
 @router.post("/matrix/cells", dependencies=[Depends(require_runner_token)])
-async def post_matrix_cells(request: Request, store: StoreDep, settings: SettingsDep) -> dict[str, Any]:
+async def post_matrix_cells(request: Request, evidence: EvidenceDep, settings: SettingsDep) -> dict[str, Any]:
     """Store a queue worker's matrix cells (one snippet × target × release each) and the SASS/PTX they name.
 
     Needs `Authorization: Bearer $KERNELWIKI_RUNNER_TOKEN`. The body is `{"cells": [...], "fingerprint": "…",
@@ -123,7 +123,7 @@ async def post_matrix_cells(request: Request, store: StoreDep, settings: Setting
     except JSONProblem as exc:
         raise HTTPException(422, f"the body: {exc}") from None
     data = matrix_data(request)
-    engine = store.evidence.writer or store.engine
+    engine = evidence.writer or evidence.engine
     try:
         result = await run_in_threadpool(accept_post, engine, raw, data.store)
     except MatrixRefused as exc:

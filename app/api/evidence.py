@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from app.deps import SettingsDep, StoreDep, require_runner_token
+from app.deps import EvidenceDep, SettingsDep, require_runner_token
 from app.evidence.ingest import EvidenceIn, JSONProblem, parse_json
 from app.schemas import ErrorAnswer
 
@@ -71,7 +71,7 @@ async def read_capped(request: Request, limit: int) -> bytes:
     openapi_extra={"requestBody": BODY_SCHEMA},
     responses={401: _ERROR, 413: _ERROR, 422: _ERROR, 503: _ERROR},
 )
-async def post_evidence(request: Request, store: StoreDep, settings: SettingsDep) -> EvidenceReceipt:
+async def post_evidence(request: Request, evidence: EvidenceDep, settings: SettingsDep) -> EvidenceReceipt:
     """Store runner records: each is checked against `EvidenceIn`, and its snippet must exist on its page.
 
     Needs `Authorization: Bearer $KERNELWIKI_RUNNER_TOKEN`. Timestamps are RFC 3339
@@ -91,10 +91,10 @@ async def post_evidence(request: Request, store: StoreDep, settings: SettingsDep
         raise HTTPException(422, "the body must be a JSON array of evidence records")
     if len(raw) > MAX_RECORDS_PER_POST:
         raise HTTPException(413, f"at most {MAX_RECORDS_PER_POST} records per request")
-    acceptance = await run_in_threadpool(store.evidence.accept, raw, received_at, True)  # the one acceptance rule
+    acceptance = await run_in_threadpool(evidence.accept, raw, received_at, True)  # the one acceptance rule
     if acceptance.refused:
         raise HTTPException(422, [f.message() for f in acceptance.refused[:100]])
-    result = await run_in_threadpool(store.evidence.store, acceptance.records, "request", received_at)
+    result = await run_in_threadpool(evidence.store, acceptance.records, "request", received_at)
     return EvidenceReceipt(
         inserted=result.inserted, duplicates=result.duplicates, received_at=received_at.isoformat(), errors=result.errors
     )

@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from app.deps import HealthDep
 from app.errors import broken_index_line
 from app.watch import IndexStatus, read_published, status_file
 
@@ -22,16 +23,15 @@ router = APIRouter(prefix="/api", tags=["health"])
 @router.get(
     "/health", responses={503: {"description": "degraded: the index cannot be queried; `problem` says why and how to fix it"}}
 )
-def health(request: Request) -> JSONResponse:
+def health(request: Request, counter: HealthDep) -> JSONResponse:
     state = request.app.state
     status: IndexStatus = state.index_status
     info: dict[str, Any] = status.as_dict()
     if state.settings.read_only:  # an extra worker: the supervising process indexes and publishes its status
         info = read_published(status_file(state.settings)) or info
-    store = state.store
-    if (info["status"] != "degraded" or info.get("stale")) and store is not None:
+    if (info["status"] != "degraded" or info.get("stale")) and counter is not None:
         try:
-            counts = store.health()
+            counts = counter.counts()
         except Exception as exc:
             line = broken_index_line(state.settings.db, exc)
             if line is None:

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
 
-from app.deps import ConnDep, FiltersDep, Limit, Offset, StoreDep
+from app.deps import ConnDep, FiltersDep, Limit, Offset, PagesDep
 from app.index.graph import GRAPH_LIMIT
 from app.schemas import PageList, PagePublic, PageSummary
 
@@ -14,23 +14,23 @@ router = APIRouter(prefix="/api", tags=["pages"])
 
 
 @router.get("/pages", response_model=PageList)
-def list_pages(store: StoreDep, conn: ConnDep, filters: FiltersDep, limit: Limit = 50, offset: Offset = 0) -> PageList:
+def list_pages(pages: PagesDep, conn: ConnDep, filters: FiltersDep, limit: Limit = 50, offset: Offset = 0) -> PageList:
     """One window of the filtered pages (LIMIT/OFFSET in SQL), the exact total, and facets."""
-    return store.list_pages(filters, limit=limit, offset=offset, conn=conn)
+    return pages.list_pages(filters, limit=limit, offset=offset, conn=conn)
 
 
 @router.get("/pages/{page_id}", response_model=PagePublic)
-def get_page(store: StoreDep, conn: ConnDep, page_id: str) -> PagePublic:
-    page = store.get_page(page_id, conn=conn)
+def get_page(pages: PagesDep, conn: ConnDep, page_id: str) -> PagePublic:
+    page = pages.get_page(page_id, conn=conn)
     if page is None:
         raise HTTPException(404, f"no page with id '{page_id}'")
     return page
 
 
 @router.get("/resolve", response_model=PageSummary)
-def resolve(store: StoreDep, conn: ConnDep, name: Annotated[str, Query(min_length=1, max_length=500)]) -> PageSummary:
-    page_id = store.resolve(name, conn=conn)
-    page = store.get_page(page_id, conn=conn) if page_id else None
+def resolve(pages: PagesDep, conn: ConnDep, name: Annotated[str, Query(min_length=1, max_length=500)]) -> PageSummary:
+    page_id = pages.resolve(name, conn=conn)
+    page = pages.get_page(page_id, conn=conn) if page_id else None
     if page is None:
         raise HTTPException(404, f"no page has the alias, title or id '{name}'")
     return PageSummary(
@@ -46,7 +46,7 @@ def resolve(store: StoreDep, conn: ConnDep, name: Annotated[str, Query(min_lengt
 
 @router.get("/graph")
 def graph(
-    store: StoreDep,
+    pages: PagesDep,
     conn: ConnDep,
     page: Annotated[str | None, Query(max_length=200, description="a page id: answer with its neighbourhood")] = None,
     depth: Annotated[int, Query(ge=1, le=3, description="links away from `page`")] = 1,
@@ -57,7 +57,7 @@ def graph(
     `nodes` carry their degree in the whole graph; `edges` are the links among the nodes returned;
     `total_nodes`/`total_edges` count the whole graph.
     """
-    page_id = store.resolve(page, conn=conn) if page is not None else None
+    page_id = pages.resolve(page, conn=conn) if page is not None else None
     if page is not None and page_id is None:
         raise HTTPException(404, f"no page has the alias, title or id '{page}'")
-    return store.graph(page=page_id, depth=depth, limit=limit, conn=conn)
+    return pages.graph(page=page_id, depth=depth, limit=limit, conn=conn)

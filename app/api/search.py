@@ -21,8 +21,9 @@ from app.deps import (
     FiltersDep,
     Limit,
     Offset,
+    PagesDep,
+    SearchDep,
     SettingsDep,
-    StoreDep,
     request_connection,
 )
 from app.index.filters import Filters
@@ -38,7 +39,8 @@ LIMIT_DEFAULT = 20
 @router.get("/search", response_model=SearchPublic)
 async def search(
     request: Request,
-    store: StoreDep,
+    searcher: SearchDep,
+    pages: PagesDep,
     conn: ConnDep,
     settings: SettingsDep,
     filters: FiltersDep,
@@ -58,11 +60,11 @@ async def search(
     # On the event loop: an uncached search is ~1.3 ms of CPU at 10,000 pages. tantivy releases the GIL while it
     # searches (about 40% of that), but handing searches to threads measured slower under load (2026-12-03: 2 or 1
     # pool threads, 450-500 req/s against ~560 inline): the Python around them serialises on the GIL.
-    result = store.search(
+    result = searcher.search(
         q, filters, limit=limit, offset=offset, max_chars=settings.search_max_query_chars, conn=conn, facets=facets
     )
     if budget_tokens is not None:
-        result.context = budgeted(store, result, budget_tokens, str(request.base_url), conn=conn)
+        result.context = budgeted(pages, result, budget_tokens, str(request.base_url), conn=conn)
     return result
 
 
@@ -147,18 +149,19 @@ async def lean_answer(scope: Scope) -> bytes | None:
     """The declared route's JSON answer to this request, or None when only the declared route may answer it."""
     parsed = lean_params(scope.get("query_string", b""))
     app = scope.get("app")
-    store = getattr(app.state, "store", None) if app is not None else None
+    store = getattr(app.state, "store", None) if app is not None else None  # the services' wiring (app/store.py)
     if parsed is None or store is None:
         return None
     q, filters, limit, offset, facets = parsed
     max_chars = app.state.settings.search_max_query_chars  # type: ignore[union-attr]  # store is None when app is
-    if filters.as_params() or store.search_engine.due():  # the database is asked something: one connection
-        async with request_connection(Request(scope), store) as conn:
-            if store.filter_problems(filters, conn=conn):
+    searcher = store.searcher
+    if filters.as_params() or searcher.engine.due():  # the database is asked something: one connection
+        async with request_connection(Request(scope), store.engine) as conn:
+            if searcher.filter_problems(filters, conn=conn):
                 return None  # the declared route names them in its 422
-            result = store.search(q, filters, limit=limit, offset=offset, max_chars=max_chars, conn=conn, facets=facets)
+            result = searcher.search(q, filters, limit=limit, offset=offset, max_chars=max_chars, conn=conn, facets=facets)
     else:  # nothing to ask the database: no connection at all
-        result = store.search(q, filters, limit=limit, offset=offset, max_chars=max_chars, facets=facets, sync=False)
+        result = searcher.search(q, filters, limit=limit, offset=offset, max_chars=max_chars, facets=facets, sync=False)
     return result.model_dump_json().encode()
 
 

@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Query
 
-from app.deps import ConnDep, Limit, Offset, StoreDep
+from app.deps import ConnDep, EvidenceDep, Limit, Offset
 from app.evidence.status import snippet_window
 from app.evidence.store import HISTORY_LIMIT, HISTORY_MAX_LIMIT, HistoryKey
 from app.schemas import EvidenceList, SnippetList
@@ -17,7 +17,7 @@ router = APIRouter(prefix="/api", tags=["snippets"])
 
 @router.get("/snippets", response_model=SnippetList)
 def list_snippets(
-    store: StoreDep,
+    evidence: EvidenceDep,
     conn: ConnDep,
     page: Annotated[str | None, Query(max_length=200)] = None,
     lang: Annotated[str | None, Query(max_length=20)] = None,
@@ -31,7 +31,7 @@ def list_snippets(
     window = snippet_window(
         conn, page_id=page or None, lang=lang or None, target=target or None, status=status or None, limit=limit, offset=offset
     )
-    found = {s.id: s for s in store.evidence.snippets_with_evidence(conn, ids=window.ids)} if window.ids else {}
+    found = {s.id: s for s in evidence.snippets_with_evidence(conn, ids=window.ids)} if window.ids else {}
     chosen = {k: v for k, v in {"page": page, "lang": lang, "status": status, "target": target}.items() if v}
     next_q = urlencode({**chosen, "limit": limit, "offset": offset + limit}) if offset + limit < window.total else None
     return SnippetList(
@@ -41,7 +41,7 @@ def list_snippets(
 
 @router.get("/snippets/{snippet_id}/evidence", response_model=EvidenceList)
 def snippet_evidence(
-    store: StoreDep,
+    evidence: EvidenceDep,
     conn: ConnDep,
     snippet_id: str,
     limit: Annotated[int, Query(ge=1, le=HISTORY_MAX_LIMIT, description="records in this window")] = HISTORY_LIMIT,
@@ -54,7 +54,7 @@ def snippet_evidence(
         after = HistoryKey.from_token(next) if next else None
     except ValueError as exc:
         raise HTTPException(422, f"next: {exc}; start without it, then pass the `next` of each answer") from None
-    window = store.evidence.history(snippet_id, limit, after, conn=conn)
+    window = evidence.history(snippet_id, limit, after, conn=conn)
     if window is None:
         raise HTTPException(404, f"no snippet with id '{snippet_id}'")
     next_q = urlencode({"limit": limit, "next": window.next.token()}) if window.next is not None else None

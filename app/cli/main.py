@@ -254,12 +254,12 @@ def search(
     store = open_store(settings)
     store.reindex(settings.wiki)
     filters = Filters(type=type, arch=arch, tag=tag, confidence=confidence)
-    problems = store.filter_problems(filters)
+    problems = store.searcher.filter_problems(filters)
     for problem in problems:
         err.print(f"error: --{problem.message}", markup=False, highlight=False)
     if problems:
         raise typer.Exit(2)
-    result = store.search(query, filters, limit=limit)
+    result = store.searcher.search(query, filters, limit=limit)
     for r in result.results:
         r.snippet = plain(r.snippet)
     if as_json:

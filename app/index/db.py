@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,6 +32,19 @@ def index_generation(conn: Connection) -> int | None:
     finally:
         cursor.close()
     return row[0] if row else None
+
+
+@contextmanager
+def connected(engine: Engine, conn: Connection | None = None) -> Iterator[Connection]:
+    """`conn` itself when given (a request's connection), else a connection of `engine`'s own (CLI, MCP, tests).
+
+    Request paths always pass their one connection down, so no request ever holds two.
+    """
+    if conn is not None:
+        yield conn
+        return
+    with engine.connect() as own:
+        yield own
 
 
 def is_sqlite(url: str) -> bool:

@@ -2,5 +2,6 @@
 
 from app.search.engine import FACETS, SearchEngine, parse_facets
 from app.search.folder import search_dir_for
+from app.search.searcher import Searcher
 
-__all__ = ["FACETS", "SearchEngine", "parse_facets", "search_dir_for"]
+__all__ = ["FACETS", "SearchEngine", "Searcher", "parse_facets", "search_dir_for"]

@@ -1,4 +1,4 @@
-"""The HTML docs browser: server-rendered views over the same `Store` the REST API uses.
+"""The HTML docs browser: server-rendered views over the same services the REST API uses (app/pages.py, app/search, app/evidence).
 
 `install_web(app)` adds the views and the static assets to an app and returns
 the HTML error renderer that `app.errors` uses for browser requests.

@@ -2,7 +2,7 @@
 
 A deterministic force-directed layout (Fruchterman–Reingold, fixed start on a
 circle grouped by page type) of at most `GRAPH_NODES` nodes: the most-linked
-pages, or one page's neighbourhood (`Store.graph`), never the whole of a large
+pages, or one page's neighbourhood (`Pages.graph`), never the whole of a large
 wiki. The pairwise repulsion is O(n²) per iteration, so the iterations shrink
 as n grows (at most 400,000 pair steps: 0.07 s of CPU for 120 nodes here, paid once
 per index generation and neighbourhood because the drawing is cached).
@@ -65,7 +65,7 @@ class Layout:
 
 
 def layout(graph: dict[str, Any]) -> Layout:
-    """Positions for every node and edge of `Store.graph()` inside the drawing box."""
+    """Positions for every node and edge of `Pages.graph()` inside the drawing box."""
     nodes = sorted(graph["nodes"], key=lambda n: (n["type"], n["id"]))
     index = {n["id"]: i for i, n in enumerate(nodes)}
     pairs = {
@@ -123,7 +123,7 @@ def layout(graph: dict[str, Any]) -> Layout:
     sy = (HEIGHT - 2 * MARGIN) / ((max_y - min_y) or 1)
     px = [MARGIN + (x - min_x) * sx if n > 1 else WIDTH / 2 for x in xs]
     py = [MARGIN + (y - min_y) * sy if n > 1 else HEIGHT / 2 for y in ys]
-    # A node's size shows its links in the whole wiki (`degree` from Store.graph), not only those drawn.
+    # A node's size shows its links in the whole wiki (`degree` from Pages.graph), not only those drawn.
     whole = [int(nd.get("degree", degree[i])) for i, nd in enumerate(nodes)]
     out_nodes = [
         Node(

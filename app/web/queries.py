@@ -1,4 +1,4 @@
-"""Read queries the HTML views need beyond `Store`'s: page source, link map, run summary.
+"""Read queries the HTML views need beyond the services' (app/pages.py): page source, link map, run summary.
 
 They read through the request's connection, never write.
 """

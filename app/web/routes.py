@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
-from app.deps import ConnDep, Offset, SettingsDep, StoreDep
+from app.deps import ConnDep, EvidenceDep, Offset, PagesDep, SearchDep, SettingsDep
 from app.index.db import index_generation
 from app.index.filters import Filters
 from app.search import FACETS
@@ -27,20 +27,20 @@ Param = Annotated[str | None, Query(max_length=200)]
 @router.get("/")
 def home(
     request: Request,
-    store: StoreDep,
+    pages: PagesDep,
     conn: ConnDep,
     arch: Param = None,
     type: Param = None,
     tag: Param = None,
     offset: Offset = 0,
 ) -> Response:
-    return _listing(request, store, conn, "/", "home.html", None, arch, type, tag, offset)
+    return _listing(request, pages, conn, "/", "home.html", None, arch, type, tag, offset)
 
 
 @router.get("/pages")
 def pages(
     request: Request,
-    store: StoreDep,
+    pages: PagesDep,
     conn: ConnDep,
     arch: Param = None,
     type: Param = None,
@@ -48,12 +48,12 @@ def pages(
     offset: Offset = 0,
 ) -> Response:
     """Every page, a window at a time: the home page's listing without the introduction."""
-    return _listing(request, store, conn, "/pages", "pages.html", "Pages", arch, type, tag, offset)
+    return _listing(request, pages, conn, "/pages", "pages.html", "Pages", arch, type, tag, offset)
 
 
 def _listing(
     request: Request,
-    store: StoreDep,
+    pages: PagesDep,
     conn: ConnDep,
     path: str,
     template: str,
@@ -64,7 +64,7 @@ def _listing(
     offset: int,
 ) -> Response:
     """The pages the filters select (home_view), with links to the previous and next window under `path`."""
-    view = home_view(store, web_state(request), arch or None, type_ or None, tag or None, offset=offset, conn=conn)
+    view = home_view(pages, web_state(request), arch or None, type_ or None, tag or None, offset=offset, conn=conn)
     base = {k: v for k, v in {"arch": arch, "type": type_, "tag": tag}.items() if v}
 
     def at(new_offset: int | None) -> str | None:
@@ -85,33 +85,33 @@ def _listing(
     return html_page(request, template, context)
 
 
-def _page_response(request: Request, store: StoreDep, conn: ConnDep, page_id: str, canonical: bool) -> Response:
-    view = page_view(store, web_state(request), page_id, conn)
+def _page_response(request: Request, pages: PagesDep, conn: ConnDep, page_id: str, canonical: bool) -> Response:
+    view = page_view(pages, web_state(request), page_id, conn)
     if view is None:
         raise HTTPException(404, f"There is no page with the id “{page_id}”.")
     return html_page(request, "page.html", {"view": view, "p": view.page, "title": view.page.title, "canonical": canonical})
 
 
 @router.get("/pages/{page_id}")
-def page(request: Request, store: StoreDep, conn: ConnDep, page_id: str) -> Response:
-    return _page_response(request, store, conn, page_id, canonical=False)
+def page(request: Request, pages: PagesDep, conn: ConnDep, page_id: str) -> Response:
+    return _page_response(request, pages, conn, page_id, canonical=False)
 
 
 @router.get("/wiki/{path:path}")
-def wiki_file(request: Request, store: StoreDep, conn: ConnDep, path: str) -> Response:
+def wiki_file(request: Request, pages: PagesDep, conn: ConnDep, path: str) -> Response:
     """A page by its file's path under wiki/ (with or without `.md`)."""
-    page_id = store.page_by_path(path, conn=conn) or (
-        store.page_by_path(path + ".md", conn=conn) if not path.endswith(".md") else None
+    page_id = pages.page_by_path(path, conn=conn) or (
+        pages.page_by_path(path + ".md", conn=conn) if not path.endswith(".md") else None
     )
     if page_id is None:
         raise HTTPException(404, f"No wiki file is at “{path}”.")
-    return _page_response(request, store, conn, page_id, canonical=True)
+    return _page_response(request, pages, conn, page_id, canonical=True)
 
 
 @router.get("/a/{alias:path}")
-def alias(store: StoreDep, conn: ConnDep, alias: str) -> Response:
+def alias(pages: PagesDep, conn: ConnDep, alias: str) -> Response:
     """An alias, title or id → a redirect to its page."""
-    page_id = store.resolve(alias, conn=conn)
+    page_id = pages.resolve(alias, conn=conn)
     if page_id is None:
         raise HTTPException(404, f"No page is called “{alias}”.")
     return RedirectResponse(f"/pages/{page_id}", status_code=302)
@@ -120,7 +120,8 @@ def alias(store: StoreDep, conn: ConnDep, alias: str) -> Response:
 @router.get("/search")
 def search(
     request: Request,
-    store: StoreDep,
+    searcher: SearchDep,
+    pages: PagesDep,
     conn: ConnDep,
     settings: SettingsDep,
     q: str = "",
@@ -145,14 +146,14 @@ def search(
         hardware_feature=hardware_feature or None,
         kernel_type=kernel_type or None,
     )
-    problems = store.filter_problems(filters, conn=conn)
+    problems = searcher.filter_problems(filters, conn=conn)
     result = None  # a filter value no page has is answered with its message on the search page, as a 422
     if q.strip() and not problems:
-        result = store.search(
+        result = searcher.search(
             q, filters, limit=20, offset=offset, max_chars=settings.search_max_query_chars, conn=conn, facets=FACETS
         )
     elif filters.as_params() and not problems:
-        result = listing_as_results(store.list_pages(filters, limit=20, offset=offset, conn=conn))
+        result = listing_as_results(pages.list_pages(filters, limit=20, offset=offset, conn=conn))
     base = {"q": q, **filters.as_params()}
 
     def with_(**change: str | None) -> str:
@@ -174,14 +175,14 @@ def search(
 @router.get("/evidence")
 def evidence(
     request: Request,
-    store: StoreDep,
+    evidence: EvidenceDep,
     conn: ConnDep,
     status: Param = None,
     target: Param = None,
     page: Param = None,
     offset: Offset = 0,
 ) -> Response:
-    view = dashboard_view(store, status or None, target or None, page or None, offset=offset, conn=conn)
+    view = dashboard_view(evidence, status or None, target or None, page or None, offset=offset, conn=conn)
     chosen = {"status": status or "", "target": target or "", "page": page or ""}
     base = {k: v for k, v in chosen.items() if v}
 
@@ -201,16 +202,16 @@ def evidence(
 
 
 @router.get("/graph")
-def graph(request: Request, store: StoreDep, conn: ConnDep, page: Param = None) -> Response:
+def graph(request: Request, pages: PagesDep, conn: ConnDep, page: Param = None) -> Response:
     """The most-linked pages, or the neighbourhood of `page`; each drawing is laid out once per index generation."""
-    page_id = store.resolve(page, conn=conn) if page else None
+    page_id = pages.resolve(page, conn=conn) if page else None
     if page and page_id is None:
         raise HTTPException(404, f"No page is called “{page}”.")
     web = web_state(request)
     key = (index_generation(conn), page_id)
 
     def draw() -> tuple[str, dict[str, object]]:
-        data = store.graph(page=page_id, depth=1, limit=GRAPH_NODES, conn=conn)
+        data = pages.graph(page=page_id, depth=1, limit=GRAPH_NODES, conn=conn)
         drawn = layout(data)
         counts = {
             "nodes": len(drawn.nodes),

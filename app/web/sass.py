@@ -15,9 +15,9 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 from sqlalchemy.engine import Connection
 
-from app.deps import ConnDep, StoreDep
+from app.deps import ConnDep, PagesDep
 from app.evidence.artifacts import FAMILY_ALIASES, ArtifactNotFound, families, matrix_data
-from app.store import Store
+from app.pages import Pages
 from app.web.respond import html_page
 from runner.sass import parse_listing
 
@@ -48,11 +48,11 @@ KNOWN_FAMILIES = {
 """Instruction families coloured in a listing (CSS class `fam-<kind>`); any mnemonic still links when a page names it."""
 
 
-def family_links(store: Store, conn: Connection, names: list[str]) -> dict[str, str]:
+def family_links(pages: Pages, conn: Connection, names: list[str]) -> dict[str, str]:
     """Mnemonic → page id, through the pages' aliases (HGMMA, UTMALDG…, or the PTX name in FAMILY_ALIASES)."""
     links: dict[str, str] = {}
     for name in names:
-        page = store.resolve(name, conn) or (store.resolve(FAMILY_ALIASES[name], conn) if name in FAMILY_ALIASES else None)
+        page = pages.resolve(name, conn) or (pages.resolve(FAMILY_ALIASES[name], conn) if name in FAMILY_ALIASES else None)
         if page:
             links[name] = page
     return links
@@ -90,7 +90,7 @@ def install_matrix_line(app: Any) -> None:
 
 @router.get("/snippets/{snippet_id}/sass")
 def sass_view(
-    request: Request, store: StoreDep, conn: ConnDep, snippet_id: str, target: Param = None, toolchain: Param = None
+    request: Request, pages: PagesDep, conn: ConnDep, snippet_id: str, target: Param = None, toolchain: Param = None
 ) -> Response:
     data = matrix_data(request)
     try:
@@ -103,7 +103,7 @@ def sass_view(
         "title": f"SASS of {snippet_id}",
         "listing": listing,
         "rows": _rows(listing.text),
-        "links": family_links(store, conn, names),
+        "links": family_links(pages, conn, names),
         "families": names,
         "matrix": matrix,
         "page_id": snippet_id.rpartition(":")[0],

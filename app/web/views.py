@@ -1,4 +1,4 @@
-"""Turning store data into what templates show: page context, home groups, dashboard rows.
+"""Turning the services' data (app/pages.py, app/evidence) into what templates show: page context, home groups, dashboard rows.
 
 Kept apart from the routes so the benchmark and tests can call them directly.
 """
@@ -14,11 +14,11 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from app.evidence import status as evidence_status
-from app.evidence.store import NO_TARGET
-from app.index.db import index_generation
+from app.evidence.store import NO_TARGET, EvidenceStore
+from app.index.db import connected, index_generation
 from app.index.filters import Filters
+from app.pages import Pages
 from app.schemas import PageList, PagePublic, PageSummary, SearchPublic, SearchResult, SnippetPublic
-from app.store import Store
 from app.web import queries
 from app.web.badges import STATUS_ORDER, SnippetEvidence, TargetEvidence, snippet_evidence, target_evidence
 from app.web.filters import safe_url
@@ -54,9 +54,9 @@ class PageView:
     counts: dict[str, int]  # snippet statuses on this page
 
 
-def page_view(store: Store, web: WebState, page_id: str, conn: Connection) -> PageView | None:
+def page_view(pages: Pages, web: WebState, page_id: str, conn: Connection) -> PageView | None:
     """Fetch a page and render its body with evidence slots (body cached per content)."""
-    page = store.get_page(page_id, conn=conn)
+    page = pages.get_page(page_id, conn=conn)
     if page is None:
         return None
     source = queries.page_source(conn, page_id)
@@ -87,10 +87,10 @@ class Summary:
     latest: dict[str, Any] | None
 
 
-def summary(store: Store, conn: Connection) -> Summary:
+def summary(evidence: EvidenceStore, conn: Connection) -> Summary:
     """From the statuses stored with the snippets (app/evidence/status.py): counted in SQL, nothing rebuilt."""
     counts = evidence_status.status_counts(conn)
-    return Summary(counts, sum(counts.values()), store.evidence.count(conn), queries.latest_run(conn))
+    return Summary(counts, sum(counts.values()), evidence.count(conn), queries.latest_run(conn))
 
 
 @dataclass
@@ -117,7 +117,7 @@ class HomeView:
 
 
 def home_view(
-    store: Store,
+    pages: Pages,
     web: WebState,
     arch: str | None,
     type_: str | None,
@@ -127,15 +127,15 @@ def home_view(
     limit: int = HOME_PAGE_SIZE,
 ) -> HomeView:
     """One window of the pages the filters select, with facets and the verification summary, all from SQL."""
-    with store.connection(conn) as conn:
-        facets = store.page_facets(conn, Filters())
-        listing = store.list_pages(Filters(arch=arch, type=type_, tag=tag), limit=limit, offset=offset, conn=conn, facets=False)
+    with pages.connection(conn) as conn:
+        facets = pages.page_facets(conn, Filters())
+        listing = pages.list_pages(Filters(arch=arch, type=type_, tag=tag), limit=limit, offset=offset, conn=conn, facets=False)
         grouped: dict[str, dict[str, list[PageSummary]]] = defaultdict(lambda: defaultdict(list))
         for p in listing.pages:
             grouped[p.type][vendor_of(p)].append(p)
         groups = [(t, sorted(v.items())) for t, v in sorted(grouped.items(), key=lambda kv: (kv[0] == "source", kv[0]))]
         per_page = evidence_status.page_status_counts(conn, [p.id for p in listing.pages])
-        total = summary(store, conn)
+        total = summary(pages.evidence, conn)
     return HomeView(
         groups=groups,
         total=listing.total,
@@ -232,7 +232,7 @@ def sketch_or_invalid_row(s: SnippetPublic, page_title: str) -> DashboardRow:
 
 
 def dashboard_view(
-    store: Store,
+    evidence: EvidenceStore,
     status: str | None,
     target: str | None,
     page: str | None,
@@ -242,12 +242,12 @@ def dashboard_view(
 ) -> DashboardView:
     """One window of the snippet × target rows, failures first, filtered, counted and paged in SQL over the
     stored lines (app/evidence/status.py); only the window's snippets are read with their evidence."""
-    with store.connection(conn) as conn:
+    with connected(evidence.engine, conn) as conn:
         found = evidence_status.line_window(conn, status, target, page, limit, offset)
         targets = sorted(evidence_status.line_targets(conn), key=target_order)
         pages = evidence_status.line_pages(conn)
         ids = sorted({sid for sid, _, _ in found.lines})
-        snippets = {s.id: s for s in store.evidence.snippets_with_evidence(conn, ids=ids)} if ids else {}
+        snippets = {s.id: s for s in evidence.snippets_with_evidence(conn, ids=ids)} if ids else {}
         window_titles = queries.page_titles(conn, sorted({s.page_id for s in snippets.values()}))
         latest = queries.latest_run(conn)
     rows = []

@@ -48,10 +48,10 @@ def warm_up(app: Any) -> None:
         store = app.state.store
         with store.engine.connect() as conn:  # this thread's own connection, given back when warming ends
             store.search_engine.sync(conn)  # a worker opens the host's full-text index now, not on a reader's search
-            for page in store.list_pages(Filters(), limit=PRERENDER_PAGES, conn=conn, facets=False).pages:
+            for page in store.pages.list_pages(Filters(), limit=PRERENDER_PAGES, conn=conn, facets=False).pages:
                 if state.closing.wait(PAUSE_S):
                     return  # the app is shutting down: give the connection back before its pool is disposed
-                page_view(store, state, page.id, conn)
+                page_view(store.pages, state, page.id, conn)
     except Exception:  # warming is an optimisation: never let it take the app down
         log.warning("pre-rendering pages failed", exc_info=True)
     finally:

@@ -42,14 +42,14 @@ def test_tokens_are_ceil_of_characters_over_four() -> None:
 
 def test_whole_sections_come_first_then_the_start_of_the_best_one_left_over(agent_store) -> None:
     result = ranked(("agent-demo", "long-notes"), ("agent-demo", "running-a-program"), ("hw-tma", "pitfalls"))
-    everything = budgeted(agent_store, result, 100_000, "http://kw")
+    everything = budgeted(agent_store.pages, result, 100_000, "http://kw")
     long, short, pitfalls = everything.sections
     assert [s.anchor for s in everything.sections] == ["long-notes", "running-a-program", "pitfalls"]
     assert long.tokens > 1000 and not any(s.truncated for s in everything.sections)
     assert everything.used_tokens == sum(s.tokens for s in everything.sections) and everything.left_out == 0
 
     budget = short.tokens + pitfalls.tokens + 200
-    cut = budgeted(agent_store, result, budget, "http://kw")
+    cut = budgeted(agent_store.pages, result, budget, "http://kw")
     assert [s.anchor for s in cut.sections] == ["long-notes", "running-a-program", "pitfalls"]  # rank order kept
     first, second, third = cut.sections
     assert (second.text, third.text) == (short.text, pitfalls.text) and not second.truncated and not third.truncated
@@ -59,30 +59,30 @@ def test_whole_sections_come_first_then_the_start_of_the_best_one_left_over(agen
 
 
 def test_a_budget_too_small_for_anything_answers_with_nothing(agent_store) -> None:
-    context = budgeted(agent_store, ranked(("agent-demo", "long-notes")), 50, "http://kw")
+    context = budgeted(agent_store.pages, ranked(("agent-demo", "long-notes")), 50, "http://kw")
     assert context.sections == [] and context.used_tokens == 0 and context.left_out == 1
 
 
 def test_rendered_answer_never_costs_more_than_counted(agent_store) -> None:
     result = ranked(("agent-demo", "running-a-program"), ("hw-tma", "loading-a-tile"), ("agent-demo", "long-notes"))
     for budget in (60, 150, 400, 1200, 5000):
-        context = budgeted(agent_store, result, budget, "http://kw")
+        context = budgeted(agent_store.pages, result, budget, "http://kw")
         assert approx_tokens(render_context(context)) <= context.used_tokens <= budget, budget
 
 
 def test_a_page_matched_by_name_contributes_its_first_section_and_each_section_counts_once(agent_store) -> None:
-    context = budgeted(agent_store, ranked(("hw-tma", None), ("hw-tma", None), ("gone", "x")), 5000, "http://kw")
+    context = budgeted(agent_store.pages, ranked(("hw-tma", None), ("hw-tma", None), ("gone", "x")), 5000, "http://kw")
     assert [(s.page_id, s.anchor) for s in context.sections] == [("hw-tma", "")]
     assert context.sections[0].text == "The TMA copies tiles between global and shared memory."
 
 
 def test_code_cut_in_the_middle_is_closed(agent_store) -> None:
     result = ranked(("agent-demo", "running-a-program"))
-    whole = budgeted(agent_store, result, 5000, "http://kw").sections[0]
+    whole = budgeted(agent_store.pages, result, 5000, "http://kw").sections[0]
     lines = whole.text.split("\n")
     fence = next(i for i, line in enumerate(lines) if line.startswith("```cuda"))
     for budget in range(60, whole.tokens):
-        context = budgeted(agent_store, result, budget, "http://kw")
+        context = budgeted(agent_store.pages, result, budget, "http://kw")
         if context.sections and "```cuda" in context.sections[0].text and context.sections[0].truncated:
             text = context.sections[0].text
             assert text.count("```") % 2 == 0, text

@@ -149,7 +149,7 @@ def test_mcp_get_page_carries_the_claim_and_its_measurement(settings) -> None:  
     write_jsonl(settings.evidence / "h200.jsonl", [_record(copy, "copy_bw", 4.1e12), _record(scale, "scale_bw", 2.4e12)])
     store = prepare_store(settings)  # indexes the wiki and loads the evidence folder
     try:
-        text = page_document(store, "claims-demo", "http://x", None)
+        text = page_document(store.pages, "claims-demo", "http://x", None)
     finally:
         store.engine.dispose()
     assert text is not None

@@ -21,10 +21,10 @@ def test_changed_file_is_reindexed_and_deleted_file_leaves(store, wiki_dir: Path
     (wiki_dir / "nvidia" / "mbarrier.md").unlink()
     report = store.reindex(wiki_dir)
     assert report.updated == ["hw-tmem"] and report.removed == ["hw-mbarrier"] and report.unchanged == 2
-    assert [r.id for r in store.search("quokka", Filters()).results] == ["hw-tmem"]
-    assert store.get_page("hw-mbarrier") is None
-    assert store.search("mbarrier", Filters(type="hardware")).results[0].id == "hw-tma"
-    tma = store.get_page("hw-tma")
+    assert [r.id for r in store.searcher.search("quokka", Filters()).results] == ["hw-tmem"]
+    assert store.pages.get_page("hw-mbarrier") is None
+    assert store.searcher.search("mbarrier", Filters(type="hardware")).results[0].id == "hw-tma"
+    tma = store.pages.get_page("hw-tma")
     assert {link.id: link.resolved for link in tma.related} == {"hw-tmem": True, "hw-mbarrier": False}
 
 
@@ -35,8 +35,8 @@ def test_bad_page_is_reported_and_the_rest_is_indexed(store, wiki_dir: Path) -> 
     text = [str(d) for d in report.diagnostics]
     assert any(t.startswith("broken.md:2: error: invalid YAML") for t in text)
     assert "dup.md:2: error: duplicate id 'hw-tma': also used by nvidia/tma.md; this page is left out" in text
-    assert store.get_page("hw-tma").title.startswith("Tensor Memory Accelerator")
-    assert store.health()["files_with_errors"] == 2
+    assert store.pages.get_page("hw-tma").title.startswith("Tensor Memory Accelerator")
+    assert store.health.counts()["files_with_errors"] == 2
 
 
 def test_duplicate_is_indexed_once_its_twin_is_gone(store, wiki_dir: Path) -> None:
@@ -44,7 +44,7 @@ def test_duplicate_is_indexed_once_its_twin_is_gone(store, wiki_dir: Path) -> No
     store.reindex(wiki_dir)
     (wiki_dir / "nvidia" / "tma.md").unlink()
     store.reindex(wiki_dir)
-    assert store.get_page("hw-tma").title == "Again"
+    assert store.pages.get_page("hw-tma").title == "Again"
 
 
 def test_readers_never_see_a_half_built_index(db_url: str, wiki_dir: Path) -> None:
@@ -61,7 +61,7 @@ def test_readers_never_see_a_half_built_index(db_url: str, wiki_dir: Path) -> No
     def read() -> None:
         while not stop.is_set():
             try:
-                seen.add(reader.search("warpgroup", Filters(), limit=1).total)
+                seen.add(reader.searcher.search("warpgroup", Filters(), limit=1).total)
             except BaseException as exc:  # noqa: BLE001 - any error fails the test
                 errors.append(exc)
                 return

@@ -26,8 +26,8 @@ def test_links_leaving_the_wiki_are_skipped_and_named(store, wiki_dir: Path, tmp
     warnings = {d.path: d.message for d in report.diagnostics if d.severity == "warning"}
     assert "links outside the wiki folder" in warnings["secret.md"] and str(outside / "secret.md") in warnings["secret.md"]
     assert "folder links outside" in warnings["elsewhere"]
-    assert store.search("okapi", __import__("app.store", fromlist=["Filters"]).Filters()).total == 0
-    assert store.get_page("secret") is None and store.get_page("nested") is None
+    assert store.searcher.search("okapi", __import__("app.index.filters", fromlist=["Filters"]).Filters()).total == 0
+    assert store.pages.get_page("secret") is None and store.pages.get_page("nested") is None
 
     result = CliRunner().invoke(cli, ["lint", "--wiki", str(wiki_dir)])
     assert "secret.md:1: warning: this file links outside the wiki folder" in result.output
@@ -57,12 +57,12 @@ def test_a_page_swapped_for_an_outside_link_after_the_walk_is_never_read(
 
     monkeypatch.setattr(index, "_fast_walk", walk_then_swap)
     report = store.reindex(wiki_dir)
-    assert store.get_page("secret") is None and store.get_page("race-page") is None
+    assert store.pages.get_page("secret") is None and store.pages.get_page("race-page") is None
     assert "race-page" not in report.added and "secret" not in report.added
     assert any(d.path == "nvidia/race.md" and "links outside the wiki folder" in d.message for d in report.diagnostics)
     from app.index.filters import Filters
 
-    assert store.search("hunter2", Filters()).total == 0
+    assert store.searcher.search("hunter2", Filters()).total == 0
 
 
 def test_read_page_opens_only_regular_files_reached_without_leaving_the_wiki(wiki_dir: Path, tmp_path: Path) -> None:

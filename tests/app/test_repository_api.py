@@ -79,7 +79,7 @@ def test_mcp_page_document_carries_the_performance_claims(settings) -> None:  # 
     store = open_store(settings)
     try:
         store.reindex(settings.wiki)
-        text = page_document(store, "kernel-tiled-reduction", "http://x", None)
+        text = page_document(store.pages, "kernel-tiled-reduction", "http://x", None)
     finally:
         store.engine.dispose()
     assert text is not None

@@ -30,51 +30,51 @@ def ids(result) -> list[str]:  # type: ignore[no-untyped-def]
     ],
 )
 def test_gpu_identifiers_are_words_and_hits_name_their_section(store, query: str, page: str, anchor: str) -> None:
-    result = store.search(query, Filters())
+    result = store.searcher.search(query, Filters())
     assert ids(result)[0] == page
     assert result.results[0].section is not None and result.results[0].section.anchor == anchor
     assert "<mark>" in result.results[0].snippet
 
 
 def test_exact_alias_title_or_id_ranks_first(store) -> None:
-    assert ids(store.search("TMEM", Filters()))[0] == "hw-tmem"
-    assert ids(store.search("tensor memory", Filters()))[0] == "hw-tmem"
-    assert ids(store.search("hw-mbarrier", Filters()))[0] == "hw-mbarrier"
-    assert ids(store.search("UTMALDG", Filters()))[0] == "hw-tma"
+    assert ids(store.searcher.search("TMEM", Filters()))[0] == "hw-tmem"
+    assert ids(store.searcher.search("tensor memory", Filters()))[0] == "hw-tmem"
+    assert ids(store.searcher.search("hw-mbarrier", Filters()))[0] == "hw-mbarrier"
+    assert ids(store.searcher.search("UTMALDG", Filters()))[0] == "hw-tma"
 
 
 def test_prefixes_match(store) -> None:
-    assert "hw-mbarrier" in ids(store.search("synchroniz", Filters()))
-    assert ids(store.search("accumul", Filters())) == ["hw-tmem"]
+    assert "hw-mbarrier" in ids(store.searcher.search("synchroniz", Filters()))
+    assert ids(store.searcher.search("accumul", Filters())) == ["hw-tmem"]
 
 
 def test_typos_in_long_words_still_find_the_page_and_suggest(store) -> None:
-    result = store.search("tensr memroy", Filters())
+    result = store.searcher.search("tensr memroy", Filters())
     assert "hw-tmem" in ids(result)
     assert result.did_you_mean == "tensor memory"
-    assert store.search("tensor memory", Filters()).did_you_mean is None
+    assert store.searcher.search("tensor memory", Filters()).did_you_mean is None
 
 
 def test_arch_filter_matches_by_family(store) -> None:
     for arch in ("sm90", "sm90a", "sm_90a", "SM90"):
-        found = ids(store.search("memory", Filters(arch=arch)))
+        found = ids(store.searcher.search("memory", Filters(arch=arch)))
         assert "hw-tma" in found and "hw-tmem" not in found, arch
     for arch in ("sm100", "sm100a"):
-        assert {"hw-tma", "hw-tmem"} <= set(ids(store.search("memory", Filters(arch=arch))))
+        assert {"hw-tma", "hw-tmem"} <= set(ids(store.searcher.search("memory", Filters(arch=arch))))
 
 
 def test_type_tag_language_confidence_filters(store) -> None:
-    assert ids(store.search("PTX", Filters(type="source"))) == ["doc-ptx-isa"]
-    assert ids(store.search("memory", Filters(tag="blackwell"))) == ["hw-tmem"]
-    assert ids(store.search("memory", Filters(language="ptx"))) == ["hw-tma"]
-    assert ids(store.search("memory", Filters(confidence="source-reported"))) == ["hw-tmem"]
+    assert ids(store.searcher.search("PTX", Filters(type="source"))) == ["doc-ptx-isa"]
+    assert ids(store.searcher.search("memory", Filters(tag="blackwell"))) == ["hw-tmem"]
+    assert ids(store.searcher.search("memory", Filters(language="ptx"))) == ["hw-tma"]
+    assert ids(store.searcher.search("memory", Filters(confidence="source-reported"))) == ["hw-tmem"]
 
 
 def test_facets_only_when_asked_paging_total_and_timing(store) -> None:
-    assert store.search("memory", Filters(), limit=1).facets == {}
-    assert set(store.search("memory", Filters(), limit=1, facets=("tag",)).facets) == {"tag"}
+    assert store.searcher.search("memory", Filters(), limit=1).facets == {}
+    assert set(store.searcher.search("memory", Filters(), limit=1, facets=("tag",)).facets) == {"tag"}
     started = time.perf_counter()
-    result = store.search("memory", Filters(), limit=1, offset=0, facets=FACETS)
+    result = store.searcher.search("memory", Filters(), limit=1, offset=0, facets=FACETS)
     elapsed_ms = (time.perf_counter() - started) * 1000
     assert result.total >= 2 and len(result.results) == 1 and result.next is not None
     assert "facets=type%2Carch%2Ctag" in result.next  # the next window counts the same facets
@@ -82,23 +82,23 @@ def test_facets_only_when_asked_paging_total_and_timing(store) -> None:
     assert result.facets["arch"]["sm100"] >= 2
     assert result.facets["tag"]["memory"] >= 2
     assert 0 < result.took_ms <= elapsed_ms  # measured, in milliseconds, within the call
-    second = store.search("memory", Filters(), limit=1, offset=1)
+    second = store.searcher.search("memory", Filters(), limit=1, offset=1)
     assert ids(second) != ids(result)
 
 
 @pytest.mark.parametrize("query", HOSTILE, ids=[repr(q[:20]) for q in HOSTILE])
 def test_any_string_gives_results_or_none(store, query: str) -> None:
-    result = store.search(query, Filters())
+    result = store.searcher.search(query, Filters())
     assert len(result.results) <= min(result.total, 20)  # the default window
     assert (result.next is not None) == (len(result.results) < result.total)  # a next window exactly when hits remain
     for r in result.results:
         assert "<script>" not in r.snippet
-    assert store.search("TMA", Filters()).total >= 1  # the index is intact afterwards
+    assert store.searcher.search("TMA", Filters()).total >= 1  # the index is intact afterwards
 
 
 def test_an_exact_name_match_still_obeys_the_filters(store) -> None:
-    assert "hw-tmem" not in ids(store.search("TMEM", Filters(arch="sm90")))
-    assert ids(store.search("TMEM", Filters(arch="sm100")))[0] == "hw-tmem"
+    assert "hw-tmem" not in ids(store.searcher.search("TMEM", Filters(arch="sm90")))
+    assert ids(store.searcher.search("TMEM", Filters(arch="sm100")))[0] == "hw-tmem"
 
 
 # -- the tantivy engine: questions, architecture words, sections, highlights, typos, cache, following the SQL index --
@@ -113,23 +113,25 @@ QUESTIONS = {
 
 @pytest.mark.parametrize("question,page", QUESTIONS.items())
 def test_plain_english_questions_rank_by_the_words_that_matter(store, question: str, page: str) -> None:
-    assert ids(store.search(question, Filters()))[0] == page
+    assert ids(store.searcher.search(question, Filters()))[0] == page
 
 
 def test_a_question_of_filler_words_only_still_searches_them(store) -> None:
-    assert store.search("the and of", Filters()).total == store.search("the and of", Filters()).total  # no error
-    assert store.search("what is TMA", Filters()).results[0].id == "hw-tma"
+    assert (
+        store.searcher.search("the and of", Filters()).total == store.searcher.search("the and of", Filters()).total
+    )  # no error
+    assert store.searcher.search("what is TMA", Filters()).results[0].id == "hw-tma"
 
 
 @pytest.mark.parametrize("label", ["sm90a", "SM90", "sm_90a", "sm90", "SM_90A"])
 def test_architecture_labels_as_the_ui_writes_them_are_query_words(store, label: str) -> None:
-    found = ids(store.search(label, Filters()))
+    found = ids(store.searcher.search(label, Filters()))
     assert "hw-tma" in found and "hw-mbarrier" in found and "hw-tmem" not in found, (label, found)
 
 
 @pytest.mark.parametrize("label", ["sm100a", "sm_100a", "SM100", "sm100"])
 def test_blackwell_labels_find_the_blackwell_pages(store, label: str) -> None:
-    assert {"hw-tma", "hw-tmem", "hw-mbarrier"} <= set(ids(store.search(label, Filters())))
+    assert {"hw-tma", "hw-tmem", "hw-mbarrier"} <= set(ids(store.searcher.search(label, Filters())))
 
 
 QUERIES = ["tma", "memory", "TMEM", "cp.async.bulk", "sm90a", "mbarrier", "tensr memroy", "PTX", "allocation", "tile", "hw-tma"]
@@ -137,7 +139,7 @@ QUERIES = ["tma", "memory", "TMEM", "cp.async.bulk", "sm90a", "mbarrier", "tensr
 
 def test_every_hit_names_a_section_and_has_an_excerpt(store) -> None:
     for query in QUERIES:
-        for r in store.search(query, Filters(), limit=50).results:
+        for r in store.searcher.search(query, Filters(), limit=50).results:
             assert r.section is not None and r.section.heading, (query, r.id)
             assert r.snippet.strip(), (query, r.id)
 
@@ -147,7 +149,7 @@ def test_highlights_cover_whole_words_only(store) -> None:
 
     marked = 0
     for query in QUERIES + ["tm", "async", "cluster", "tensor"]:
-        for r in store.search(query, Filters(), limit=50).results:
+        for r in store.searcher.search(query, Filters(), limit=50).results:
             for m in re.finditer(r"(\w?)<mark>(.*?)</mark>(\w?)", r.snippet):
                 marked += 1
                 assert not m.group(1) and not m.group(3), (query, r.id, r.snippet)
@@ -155,45 +157,45 @@ def test_highlights_cover_whole_words_only(store) -> None:
 
 
 def test_a_compound_identifier_is_marked_whole_when_a_prefix_of_it_is_searched(store) -> None:
-    snippet = store.search("cp.async.bulk", Filters()).results[0].snippet
+    snippet = store.searcher.search("cp.async.bulk", Filters()).results[0].snippet
     assert "<mark>cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes</mark>" in snippet
 
 
 def test_typo_correction_is_bounded_to_a_few_words_and_only_runs_without_hits(store) -> None:
     near_misses = " ".join(["memroy", "tensr", "allocaton", "barirer", "phasse", "tilles", "accumulats", "shaerd"] * 4)
-    result = store.search(near_misses, Filters())
+    result = store.searcher.search(near_misses, Filters())
     assert result.did_you_mean is None or len(set(result.did_you_mean.split()) - set(near_misses.split())) <= 4
-    assert store.search("memory", Filters()).did_you_mean is None  # a query with hits is never corrected
-    assert store.search("swizzel", Filters()).did_you_mean is None  # nothing near enough: no suggestion, no error
+    assert store.searcher.search("memory", Filters()).did_you_mean is None  # a query with hits is never corrected
+    assert store.searcher.search("swizzel", Filters()).did_you_mean is None  # nothing near enough: no suggestion, no error
 
 
 def test_paging_counts_exactly_and_windows_do_not_overlap(store) -> None:
-    everything = store.search("memory", Filters(), limit=200)
-    pages = [ids(store.search("memory", Filters(), limit=1, offset=i)) for i in range(everything.total)]
+    everything = store.searcher.search("memory", Filters(), limit=200)
+    pages = [ids(store.searcher.search("memory", Filters(), limit=1, offset=i)) for i in range(everything.total)]
     assert [p[0] for p in pages] == ids(everything) and everything.total == len(everything.results)
-    assert store.search("memory", Filters(), limit=1, offset=everything.total).results == []
+    assert store.searcher.search("memory", Filters(), limit=1, offset=everything.total).results == []
 
 
 def test_a_reindex_is_searchable_at_once_and_the_cache_follows_it(store, wiki_dir) -> None:
-    assert store.search("quokka", Filters()).total == 0
+    assert store.searcher.search("quokka", Filters()).total == 0
     tma = wiki_dir / "nvidia" / "tma.md"
     tma.write_text(tma.read_text() + "\n## Quokka\n\nA quokka copies tiles.\n")
     store.reindex(wiki_dir)
-    hit = store.search("quokka", Filters()).results[0]
+    hit = store.searcher.search("quokka", Filters()).results[0]
     assert hit.id == "hw-tma" and hit.section is not None and hit.section.anchor == "quokka"
     (wiki_dir / "nvidia" / "tmem.md").unlink()
     store.reindex(wiki_dir)
-    assert "hw-tmem" not in ids(store.search("memory", Filters()))
-    assert store.search("TMEM", Filters()).total == 0
+    assert "hw-tmem" not in ids(store.searcher.search("memory", Filters()))
+    assert store.searcher.search("TMEM", Filters()).total == 0
 
 
 def test_a_words_expansions_follow_the_index_they_were_read_from(store, wiki_dir) -> None:
     """Expansions are kept per searcher: a word read before a reindex is read again after it."""
-    assert store.search("numbat", Filters()).total == 0  # no indexed word begins so (yet)
+    assert store.searcher.search("numbat", Filters()).total == 0  # no indexed word begins so (yet)
     tma = wiki_dir / "nvidia" / "tma.md"
     tma.write_text(tma.read_text() + "\n## Marsupials\n\nA numbatfish copies tiles.\n")
     store.reindex(wiki_dir)
-    found = store.search("numbat", Filters())
+    found = store.searcher.search("numbat", Filters())
     assert ids(found) == ["hw-tma"] and found.did_you_mean is None  # a prefix match, not a typo fix
 
 
@@ -206,7 +208,7 @@ def test_an_edited_page_answers_with_its_new_text_and_what_it_replaced_is_let_go
     assert lead in tma.read_text()
     tma.write_text(tma.read_text().replace(lead, "The TMA copies wallaby tiles between global and shared memory."))
     store.reindex(wiki_dir)
-    hit = store.search("wallaby", Filters()).results[0]
+    hit = store.searcher.search("wallaby", Filters()).results[0]
     assert hit.id == "hw-tma" and hit.snippet == "The TMA copies <mark>wallaby</mark> tiles between global and shared memory."
     # The edited page's old documents were deleted, not kept beside; the generation it replaced was removed.
     assert (engine.pages.searcher.num_docs, engine.sections.searcher.num_docs) == counts
@@ -224,7 +226,7 @@ def test_a_reindex_for_a_process_that_does_not_search_builds_no_full_text_index(
         report = store.reindex(wiki_dir, full_text=False)
         assert "hw-tmem" in report.added
         assert store.search_engine.generation is None and store.search_engine.pages.searcher.num_docs == 0
-        assert ids(store.search("TMEM", Filters()))[0] == "hw-tmem"  # the first search builds it from the SQL rows
+        assert ids(store.searcher.search("TMEM", Filters()))[0] == "hw-tmem"  # the first search builds it from the SQL rows
     finally:
         store.engine.dispose()
 
@@ -237,22 +239,22 @@ def test_another_process_reindexing_is_followed_by_generation(db_url: str, wiki_
     try:
         reader.create_schema()
         writer.reindex(wiki_dir)
-        assert ids(reader.search("TMEM", Filters()))[0] == "hw-tmem"  # built from the SQL rows on first use
+        assert ids(reader.searcher.search("TMEM", Filters()))[0] == "hw-tmem"  # built from the SQL rows on first use
         (wiki_dir / "ptx.md").write_text((wiki_dir / "ptx.md").read_text() + "\nwombat\n")
         writer.reindex(wiki_dir)
-        assert ids(reader.search("wombat", Filters())) == ["doc-ptx-isa"]
+        assert ids(reader.searcher.search("wombat", Filters())) == ["doc-ptx-isa"]
     finally:
         reader.engine.dispose()
         writer.engine.dispose()
 
 
 def test_filter_values_that_do_not_exist_are_named_with_the_allowed_values(store) -> None:
-    problems = store.filter_problems(Filters(type="bogus", arch="sm999", confidence="maybe"))
+    problems = store.searcher.filter_problems(Filters(type="bogus", arch="sm999", confidence="maybe"))
     assert [p.parameter for p in problems] == ["type", "arch", "confidence"]
     assert "hardware" in problems[0].allowed and "sm90a" in problems[1].allowed
     assert set(problems[2].allowed) == {"verified", "source-reported"}
     assert "bogus" in problems[0].message and "hardware" in problems[0].message
-    assert store.filter_problems(Filters(type="hardware", arch="SM_90A", confidence="verified", tag="anything")) == []
+    assert store.searcher.filter_problems(Filters(type="hardware", arch="SM_90A", confidence="verified", tag="anything")) == []
 
 
 def test_the_api_answers_422_for_unknown_filter_values_and_the_search_page_shows_why(live) -> None:
@@ -276,7 +278,7 @@ def test_sqlite_and_postgresql_answer_identically(tmp_path, wiki_dir, postgres_u
         s.create_schema()
         s.reindex(wiki_dir)
         answers.append(
-            [[(r.id, r.section, r.snippet, r.score) for r in s.search(q, Filters(), limit=50).results] for q in QUERIES]
+            [[(r.id, r.section, r.snippet, r.score) for r in s.searcher.search(q, Filters(), limit=50).results] for q in QUERIES]
         )
         s.engine.dispose()
     assert answers[0] == answers[1]
@@ -290,12 +292,12 @@ def test_a_serving_engine_asks_for_other_processes_reindexes_at_most_every_refre
     try:
         writer.create_schema()
         writer.reindex(wiki_dir)
-        assert ids(reader.search("TMEM", Filters()))[0] == "hw-tmem"
+        assert ids(reader.searcher.search("TMEM", Filters()))[0] == "hw-tmem"
         (wiki_dir / "ptx.md").write_text((wiki_dir / "ptx.md").read_text() + "\nwombat\n")
         writer.reindex(wiki_dir)
-        assert ids(reader.search("wombat", Filters())) == []  # within the interval: the last generation it saw
+        assert ids(reader.searcher.search("wombat", Filters())) == []  # within the interval: the last generation it saw
         reader.search_engine.refresh_s = 0  # as if the interval had passed
-        assert ids(reader.search("wombat", Filters())) == ["doc-ptx-isa"]
+        assert ids(reader.searcher.search("wombat", Filters())) == ["doc-ptx-isa"]
         reader.search_engine.refresh_s = 3600
         assert not reader.search_engine.due()
         with reader.search_engine.writing():  # this process reindexing: its commit may land any time, so every search asks
@@ -303,7 +305,7 @@ def test_a_serving_engine_asks_for_other_processes_reindexes_at_most_every_refre
         assert not reader.search_engine.due()
         (wiki_dir / "ptx.md").write_text((wiki_dir / "ptx.md").read_text() + "\nnumbat\n")
         reader.reindex(wiki_dir)  # its own reindex: seen at once
-        assert ids(reader.search("numbat", Filters())) == ["doc-ptx-isa"]
+        assert ids(reader.searcher.search("numbat", Filters())) == ["doc-ptx-isa"]
     finally:
         reader.engine.dispose()
         writer.engine.dispose()
@@ -319,7 +321,7 @@ def _ranked(db_url: str, root: Path, query: str) -> list[str]:
     try:
         store.create_schema()
         store.reindex(root)
-        return ids(store.search(query, Filters()))
+        return ids(store.searcher.search(query, Filters()))
     finally:
         store.engine.dispose()
 

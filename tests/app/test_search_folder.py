@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from app.index.filters import Filters
 from app.search import SearchEngine, search_dir_for
-from app.store import Filters, Store
+from app.store import Store
 
 
 def test_the_folder_lies_beside_an_sqlite_file_and_per_database_under_the_data_folder_for_postgresql() -> None:
@@ -32,7 +33,7 @@ def test_processes_share_one_build_and_a_generation_goes_once_nobody_reads_it(
         writer.create_schema()
         writer.reindex(wiki_dir)
         (first,) = _generations(folder)
-        assert reader.search("TMEM", Filters()).results[0].id == "hw-tmem"
+        assert reader.searcher.search("TMEM", Filters()).results[0].id == "hw-tmem"
         assert reader.search_engine._folder == first and _generations(folder) == [first]  # opened, not built again
 
         def edit(word: str) -> None:
@@ -43,12 +44,14 @@ def test_processes_share_one_build_and_a_generation_goes_once_nobody_reads_it(
         edit("wombat")
         second = writer.search_engine._folder
         assert second != first and _generations(folder) == sorted([first, second])  # the reader still holds the first
-        assert [r.id for r in reader.search("wombat", Filters()).results] == ["doc-ptx-isa"]  # refresh_s=0: every search asks
+        assert [r.id for r in reader.searcher.search("wombat", Filters()).results] == [
+            "doc-ptx-isa"
+        ]  # refresh_s=0: every search asks
         assert reader.search_engine._folder == second
         edit("numbat")
         third = writer.search_engine._folder
         assert _generations(folder) == sorted([second, third])  # the first went once nobody read it; the reader holds the second
-        assert [r.id for r in reader.search("numbat", Filters()).results] == ["doc-ptx-isa"]
+        assert [r.id for r in reader.searcher.search("numbat", Filters()).results] == ["doc-ptx-isa"]
     finally:
         reader.engine.dispose()
         writer.engine.dispose()
@@ -68,7 +71,7 @@ def test_a_process_starting_on_a_folder_that_does_not_hold_the_databases_rows_re
         state.write_text(state.read_text().replace("hw-tmem", "hw-gone"))  # as if the folder were of another database
         fresh = Store(db_url, search_engine=SearchEngine(directory=folder))
         try:
-            assert fresh.search("TMEM", Filters()).results[0].id == "hw-tmem"
+            assert fresh.searcher.search("TMEM", Filters()).results[0].id == "hw-tmem"
             assert fresh.search_engine._folder != published
         finally:
             fresh.engine.dispose()

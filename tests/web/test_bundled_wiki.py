@@ -48,7 +48,10 @@ def test_every_bundled_page_renders_cleanly_and_screenshots(browser: Any, tmp_pa
             ),
         )
         ids = [
-            p.id for p in app.state.store.list_pages(__import__("app.store", fromlist=["Filters"]).Filters(), limit=10_000).pages
+            p.id
+            for p in app.state.store.pages.list_pages(
+                __import__("app.index.filters", fromlist=["Filters"]).Filters(), limit=10_000
+            ).pages
         ]
         for page_id in ids:
             response = tab.goto(f"{server.url}/pages/{page_id}")
@@ -135,7 +138,7 @@ def bundled(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
 def test_the_bundled_wiki_answers_what_users_type(bundled, query: str, page: str) -> None:  # type: ignore[no-untyped-def]
     from app.index.filters import Filters
 
-    result = bundled.search(query, Filters())
+    result = bundled.searcher.search(query, Filters())
     assert result.results and result.results[0].id == page, (query, [r.id for r in result.results[:3]])
     top = result.results[0]
     assert top.section is not None and top.snippet.strip()
@@ -145,7 +148,7 @@ def test_the_bundled_wiki_answers_what_users_type(bundled, query: str, page: str
 def test_architecture_labels_as_the_ui_shows_them_find_pages(bundled, label: str) -> None:  # type: ignore[no-untyped-def]
     from app.index.filters import Filters
 
-    assert bundled.search(label, Filters()).total >= 5
+    assert bundled.searcher.search(label, Filters()).total >= 5
 
 
 def test_bundled_hits_always_have_a_section_an_excerpt_and_whole_word_marks(bundled) -> None:  # type: ignore[no-untyped-def]
@@ -154,7 +157,7 @@ def test_bundled_hits_always_have_a_section_an_excerpt_and_whole_word_marks(bund
     from app.index.filters import Filters
 
     for query in list(QUESTIONS) + ["TMA", "sm_100a", "swizzle", "cluster", "fence.proxy.async"]:
-        for r in bundled.search(query, Filters(), limit=100).results:
+        for r in bundled.searcher.search(query, Filters(), limit=100).results:
             assert r.section is not None and r.snippet.strip(), (query, r.id)
             for m in re.finditer(r"(\w?)<mark>(.*?)</mark>(\w?)", r.snippet):
                 assert not m.group(1) and not m.group(3), (query, r.id, r.snippet)

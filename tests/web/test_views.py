@@ -167,7 +167,7 @@ def test_an_unexpected_error_is_a_friendly_500_page(server: Any, client: Any) ->
     def broken(*_: Any) -> None:
         raise RuntimeError("boom")
 
-    server.app.state.store.get_page = broken
+    server.app.state.store.pages.get_page = broken
     r = client.get("/pages/hw-tma")
     assert r.status_code == 500 and "Internal error" in r.text and "boom" not in r.text
     assert "content-security-policy" in r.headers

@@ -92,6 +92,6 @@ def test_the_bundled_wiki_answers_what_users_type(tmp_path: Path) -> None:
         "UTMALDG": "hw-tma",
     }
     for query, page in expected.items():
-        result = store.search(query, Filters())
+        result = store.searcher.search(query, Filters())
         assert result.results and result.results[0].id == page, (query, [r.id for r in result.results[:3]])
-    assert store.search("cp.async.bulk", Filters()).results[0].section is not None
+    assert store.searcher.search("cp.async.bulk", Filters()).results[0].section is not None

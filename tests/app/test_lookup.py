@@ -1,0 +1,33 @@
+"""app/index/lookup.py: a page by id, alias or title; by its file; and the Markdown bodies of many pages."""
+
+from __future__ import annotations
+
+from app.index.lookup import page_by_path, page_sources, resolve
+
+
+def test_a_name_resolves_by_id_alias_or_title_ignoring_case_and_spaces(store) -> None:  # type: ignore[no-untyped-def]
+    with store.engine.connect() as conn:
+        assert resolve(conn, "hw-tma") == "hw-tma"
+        assert resolve(conn, " HW-TMA ") == "hw-tma"
+        assert resolve(conn, "utmaldg") == "hw-tma"  # an alias
+        assert resolve(conn, "Tensor Memory Accelerator (TMA)".lower()) == "hw-tma"  # the title
+        assert resolve(conn, "tensor memory") == "hw-tmem"
+        assert resolve(conn, "no such name") is None
+        assert resolve(conn, "   ") is None
+
+
+def test_a_page_is_found_by_its_file_path_under_the_wiki(store) -> None:  # type: ignore[no-untyped-def]
+    with store.engine.connect() as conn:
+        assert page_by_path(conn, "nvidia/tma.md") == "hw-tma"
+        assert page_by_path(conn, "ptx.md") == "doc-ptx-isa"
+        assert page_by_path(conn, "nvidia/tma") is None
+        assert page_by_path(conn, "tma.md") is None
+
+
+def test_page_sources_reads_every_page_asked_for_across_chunks_and_skips_missing_ones(store) -> None:  # type: ignore[no-untyped-def]
+    asked = ["hw-tma", *(f"ghost-{i}" for i in range(600)), "hw-tmem"]  # hw-tmem falls in the second chunk of 500
+    with store.engine.connect() as conn:
+        found = page_sources(conn, asked)
+    assert sorted(found) == ["hw-tma", "hw-tmem"]
+    body, line = found["hw-tmem"]
+    assert "128 lanes" in body and line > 1  # the body starts after the front matter
