@@ -208,24 +208,37 @@ def _marks(
     """Spans of the marked words of `flat` that begin in [lo, hi): wanted terms found by one regex, checked as whole words.
 
     `haystack` is `flat` lowercased when that kept every offset (else `flat` itself,
-    with a case-blind `finder`): see `excerpt`.
+    with a case-blind `finder`): see `excerpt`. The common cases of `_word_start`
+    (a match after a space, or inside a word) and of `_marked` (a plain word that is
+    wanted) are decided inline: this loop runs for every match of every excerpt.
     """
     hi = len(flat) if hi is None else hi
     seen = -1
+    word_match = WORD.match
     for m in finder.finditer(haystack, lo, min(len(flat), hi + MAX_WORD)):
-        if m.start() < seen:
+        at = m.start()
+        if at < seen:
             continue  # inside a word already judged
-        start = _word_start(flat, m.start())
-        if start < 0:
+        if at == 0:
+            start = 0
+        else:
+            before = flat[at - 1]
+            if before.isascii() and before.isalnum():
+                continue  # inside a word: `tma` in `setmaxnreg` (the word is judged where it or a form begins)
+            start = _word_start(flat, at) if _word_char(before) else at
+        token = word_match(flat, start)
+        if token is None:
             continue
-        token = WORD.match(flat, start)
-        if token is None or token.end() < m.end():
+        end = token.end()
+        if end < m.end():
             continue
-        seen = token.end()
-        if token.start() >= hi:
+        seen = end
+        if start >= hi:
             return
-        if token.start() >= lo and _marked(token.group(0), wanted):
-            yield token.start(), token.end()
+        if start >= lo:
+            word = token.group(0)
+            if _marked(word, wanted):
+                yield start, end
 
 
 def excerpt(text: str, wanted: set[str] | frozenset[str], width: int = 200) -> str:
@@ -233,7 +246,8 @@ def excerpt(text: str, wanted: set[str] | frozenset[str], width: int = 200) -> s
 
     A word is marked when it, or one of its index forms, is one of the `wanted`
     terms, so `tma` never marks the inside of `setmaxnreg` and `cp.async.bulk`
-    marks all of `cp.async.bulk.tensor.2d`.
+    marks all of `cp.async.bulk.tensor.2d`. One pass over the matches: the first
+    mark places the window, the marks after it up to the window's end are kept.
     """
     flat = " ".join(text.split())
     wanted = frozenset(w for w in wanted if w)
@@ -244,15 +258,19 @@ def excerpt(text: str, wanted: set[str] | frozenset[str], width: int = 200) -> s
         lowered = flat.lower()
         exact_case = len(lowered) == len(flat)  # lowercasing kept every offset (not so for a few non-ASCII letters)
         haystack = lowered if exact_case else flat
-        finder = _finder(wanted, not exact_case)
-        first = next(_marks(flat, haystack, finder, wanted), None)
+        marks = _marks(flat, haystack, _finder(wanted, not exact_case), wanted)
+        first = next(marks, None)
         if first is not None:
             start = max(0, first[0] - width // 3)
             if start:  # begin at a word boundary
                 space = flat.find(" ", start)
                 start = space + 1 if 0 <= space < first[0] else start
             end = min(len(flat), start + width)
-            spans = list(_marks(flat, haystack, finder, wanted, start, end))
+            spans.append(first)
+            for span in marks:
+                if span[0] >= end:
+                    break
+                spans.append(span)
     if end < len(flat):  # end at a word boundary, but never cut a marked word
         space = flat.rfind(" ", start, end)
         cut = space if space > start else end
