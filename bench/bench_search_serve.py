@@ -223,6 +223,12 @@ def main() -> None:
         action="store_true",
         help="only the memory of `serve --workers N` (each count of --workers) after 2,000 distinct queries; no wrk, no Datasette",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="also serve the same index with the code of this checkout (PYTHONPATH; e.g. `git worktree add` of main), "
+        "labelled `baseline`, right after kernelwiki's uncached rows and before Datasette: a before/after in one run",
+    )
     args = parser.parse_args()
     if not args.memory_only and shutil.which("wrk") is None:
         sys.exit("wrk is not installed (apt install wrk)")
@@ -270,11 +276,18 @@ def main() -> None:
         )
 
         counts = [int(w) for w in args.workers.split(",")]
-        servers = [("kernelwiki" if w == 1 else f"kernelwiki x{w} workers", "0", w) for w in counts]
-        for label, cache, workers in servers if args.memory_only else [*servers, ("kernelwiki cached", "1024", 1)]:
+        servers = [("kernelwiki" if w == 1 else f"kernelwiki x{w} workers", "0", w, "") for w in counts]
+        if args.baseline is not None:
+            servers += [(f"baseline x{w} workers", "0", w, str(args.baseline.resolve())) for w in counts]
+        for label, cache, workers, code in servers if args.memory_only else [*servers, ("kernelwiki cached", "1024", 1, "")]:
             proc = subprocess.Popen(
                 [str(KW_BIN), "serve", "--port", str(args.port), "--workers", str(workers)],
-                env={**env, "KERNELWIKI_SEARCH_CACHE_SIZE": cache, "KERNELWIKI_ACCESS_LOG": "false"},
+                env={
+                    **env,
+                    "KERNELWIKI_SEARCH_CACHE_SIZE": cache,
+                    "KERNELWIKI_ACCESS_LOG": "false",
+                    **({"PYTHONPATH": code} if code else {}),
+                },
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
@@ -342,7 +355,7 @@ def main() -> None:
         "\n| server | workload | conns | kernelwiki req/s | p50 ms | p99 ms | errors | Datasette req/s | p50 ms | p99 ms | errors | ratio |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for label, _cache, _workers in [*servers, ("kernelwiki cached", "", 1)]:
+    for label, *_ in [*servers, ("kernelwiki cached", "", 1, "")]:
         for key, k in figures[label].items():
             d = figures["datasette"][key]
             workload, conns = key.split("/")
