@@ -34,6 +34,7 @@ import random
 import re
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -140,13 +141,28 @@ def wait_until(url: str, seconds: float, proc: subprocess.Popen) -> None:  # typ
     raise RuntimeError(f"no answer from {url} within {seconds} s")
 
 
-def stop(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
+def stop(proc: subprocess.Popen, port: int | None = None) -> None:  # type: ignore[type-arg]
+    """Stop a server and its workers, then wait until its port is free (a worker still holding the socket made the
+    next server's start fail with uvicorn's exit 3 on the loaded machine)."""
+    workers = children(proc.pid)
     proc.send_signal(signal.SIGINT)
     try:
         proc.wait(timeout=15)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
+    deadline = time.monotonic() + 15
+    for pid in workers:  # this server's own workers, by pid
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if Path(f"/proc/{pid}").exists():
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while port is not None and time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) != 0:
+                return
+        time.sleep(0.2)
 
 
 def wrk(base: str, paths_file: Path, script: Path, conns: int, seconds: float) -> dict[str, float]:
@@ -306,7 +322,7 @@ def main() -> None:
                     label, base, kw_files, script, args.seconds, runs if cache == "0" else [("hot", 8), ("hot", 64)]
                 )
             finally:
-                stop(proc)
+                stop(proc, args.port)
             if label == servers[-1][0]:  # Datasette between kernelwiki's runs, in the same run
                 (tmp / "metadata.json").write_text(
                     json.dumps(
@@ -345,7 +361,7 @@ def main() -> None:
                     wait_idle(proc.pid)
                     figures["datasette"] = drive("datasette (FTS5 bm25)", base, ds_files, script, args.seconds, runs)
                 finally:
-                    stop(proc)
+                    stop(proc, args.port)
 
     if args.memory_only:
         if args.json:
