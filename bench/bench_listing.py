@@ -141,7 +141,7 @@ def main() -> int:
             # A reindex by another process that changes one page: the index generation moves.
             page = next(root.rglob("page-7.md"))
             original = page.read_text()
-            page.write_text(original.replace("\n## ", "\nA changed line.\n\n## ", 1))
+            page.write_text(original.replace("\n## ", f"\nA changed line ({time.time_ns()}).\n\n## ", 1))  # new each run
             other = Store(settings.db)
             try:
                 other.reindex(root)
