@@ -82,7 +82,7 @@ def layout(graph: dict[str, Any]) -> Layout:
 
 @memoized(LAYOUTS)
 def _layout(node_rows: tuple[tuple[str, str, str, int | None], ...], edge_rows: tuple[tuple[str, str, str], ...]) -> Layout:
-    graph = {
+    graph: dict[str, list[dict[str, Any]]] = {
         "nodes": [{"id": i, "title": t, "type": ty, **({"degree": d} if d is not None else {})} for i, t, ty, d in node_rows],
         "edges": [{"source": a, "target": b, "kind": k} for a, b, k in edge_rows],
     }
