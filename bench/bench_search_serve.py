@@ -34,6 +34,7 @@ import random
 import re
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -140,13 +141,28 @@ def wait_until(url: str, seconds: float, proc: subprocess.Popen) -> None:  # typ
     raise RuntimeError(f"no answer from {url} within {seconds} s")
 
 
-def stop(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
+def stop(proc: subprocess.Popen, port: int | None = None) -> None:  # type: ignore[type-arg]
+    """Stop a server and its workers, then wait until its port is free (a worker still holding the socket made the
+    next server's start fail with uvicorn's exit 3 on the loaded machine)."""
+    workers = children(proc.pid)
     proc.send_signal(signal.SIGINT)
     try:
         proc.wait(timeout=15)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
+    deadline = time.monotonic() + 15
+    for pid in workers:  # this server's own workers, by pid
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if Path(f"/proc/{pid}").exists():
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while port is not None and time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) != 0:
+                return
+        time.sleep(0.2)
 
 
 def wrk(base: str, paths_file: Path, script: Path, conns: int, seconds: float) -> dict[str, float]:
@@ -223,6 +239,12 @@ def main() -> None:
         action="store_true",
         help="only the memory of `serve --workers N` (each count of --workers) after 2,000 distinct queries; no wrk, no Datasette",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="also serve the same index with the code of this checkout (PYTHONPATH; e.g. `git worktree add` of main), "
+        "labelled `baseline`, right after kernelwiki's uncached rows and before Datasette: a before/after in one run",
+    )
     args = parser.parse_args()
     if not args.memory_only and shutil.which("wrk") is None:
         sys.exit("wrk is not installed (apt install wrk)")
@@ -270,11 +292,18 @@ def main() -> None:
         )
 
         counts = [int(w) for w in args.workers.split(",")]
-        servers = [("kernelwiki" if w == 1 else f"kernelwiki x{w} workers", "0", w) for w in counts]
-        for label, cache, workers in servers if args.memory_only else [*servers, ("kernelwiki cached", "1024", 1)]:
+        servers = [("kernelwiki" if w == 1 else f"kernelwiki x{w} workers", "0", w, "") for w in counts]
+        if args.baseline is not None:
+            servers += [(f"baseline x{w} workers", "0", w, str(args.baseline.resolve())) for w in counts]
+        for label, cache, workers, code in servers if args.memory_only else [*servers, ("kernelwiki cached", "1024", 1, "")]:
             proc = subprocess.Popen(
                 [str(KW_BIN), "serve", "--port", str(args.port), "--workers", str(workers)],
-                env={**env, "KERNELWIKI_SEARCH_CACHE_SIZE": cache, "KERNELWIKI_ACCESS_LOG": "false"},
+                env={
+                    **env,
+                    "KERNELWIKI_SEARCH_CACHE_SIZE": cache,
+                    "KERNELWIKI_ACCESS_LOG": "false",
+                    **({"PYTHONPATH": code} if code else {}),
+                },
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
@@ -293,7 +322,7 @@ def main() -> None:
                     label, base, kw_files, script, args.seconds, runs if cache == "0" else [("hot", 8), ("hot", 64)]
                 )
             finally:
-                stop(proc)
+                stop(proc, args.port)
             if label == servers[-1][0]:  # Datasette between kernelwiki's runs, in the same run
                 (tmp / "metadata.json").write_text(
                     json.dumps(
@@ -332,7 +361,7 @@ def main() -> None:
                     wait_idle(proc.pid)
                     figures["datasette"] = drive("datasette (FTS5 bm25)", base, ds_files, script, args.seconds, runs)
                 finally:
-                    stop(proc)
+                    stop(proc, args.port)
 
     if args.memory_only:
         if args.json:
@@ -342,7 +371,7 @@ def main() -> None:
         "\n| server | workload | conns | kernelwiki req/s | p50 ms | p99 ms | errors | Datasette req/s | p50 ms | p99 ms | errors | ratio |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for label, _cache, _workers in [*servers, ("kernelwiki cached", "", 1)]:
+    for label, *_ in [*servers, ("kernelwiki cached", "", 1, "")]:
         for key, k in figures[label].items():
             d = figures["datasette"][key]
             workload, conns = key.split("/")

@@ -16,7 +16,7 @@ GRAPH_LIMIT = 150
 
 
 def graph(conn: Connection, page: str | None, depth: int, limit: int) -> dict[str, Any]:
-    """A bounded piece of the link graph (see `Store.graph`): BFS from `page` within `depth`, else the most-linked pages."""
+    """A bounded piece of the link graph (see `Pages.graph`): BFS from `page` within `depth`, else the most-linked pages."""
     total_nodes = conn.execute(select(func.count(col(PageRow.id)))).scalar() or 0
     total_edges = conn.execute(select(func.count(col(LinkRow.id))).where(col(LinkRow.resolved).is_(True))).scalar() or 0
     if page is not None:

@@ -30,6 +30,7 @@ from app.search.sync import (
     TYPO_MIN,
     SyncedIndex,
     Variants,
+    _Tantivy,
     _unpack_section,
     _Word,
     field_of,
@@ -131,8 +132,9 @@ class SearchEngine(SyncedIndex):
     def _search(
         self, query: str, filters: dict[str, str], params: dict[str, str], limit: int, offset: int, facets: tuple[str, ...]
     ) -> SearchPublic:
-        searcher = self.pages.searcher
-        schema = self.pages.schema
+        pages = self.pages  # one generation throughout: a reindex may replace the attribute meanwhile
+        searcher = pages.searcher
+        schema = pages.schema
         must = self._filter_clauses(filters)
         words = question_words(query)
         did_you_mean = None
@@ -168,7 +170,7 @@ class SearchEngine(SyncedIndex):
             hits.insert(0, (best + 1.0, exact))
         window = hits[offset : offset + limit]
         wanted = {term for w in words if w in read for terms in read[w].variants.values() for term, _ in terms}
-        results = self._results(searcher, window, words, read, wanted)
+        results = self._results(pages, window, words, read, wanted)
         next_q = None
         if offset + limit < total:
             asked = {"facets": ",".join(facets)} if facets else {}
@@ -323,13 +325,13 @@ class SearchEngine(SyncedIndex):
         return {name: {b["key"]: b["doc_count"] for b in found[name]["buckets"]} for name in spec}
 
     def _results(
-        self, searcher: Any, window: list[tuple[float, Any]], words: list[str], read: dict[str, _Word], wanted: set[str]
+        self, index: _Tantivy, window: list[tuple[float, Any]], words: list[str], read: dict[str, _Word], wanted: set[str]
     ) -> list[SearchResult]:
         if not window:
             return []
         addrs = [addr for _score, addr in window]
-        numbers = searcher.fast_field_values("page_no", addrs)
-        pages = [(score, json.loads(bytes(searcher.doc(addr)["data"][0]))) for score, addr in window]
+        numbers = index.searcher.fast_field_values("page_no", addrs)
+        pages = [(score, index.data(addr, json.loads)) for score, addr in window]
         ids = {no: p["id"] for (_, p), no in zip(pages, numbers, strict=True) if isinstance(no, int)}
         best = self._best_sections(ids, words, read)
         out = []
@@ -375,14 +377,15 @@ class SearchEngine(SyncedIndex):
 
     def _best_sections(self, numbered: dict[int, str], words: list[str], read: dict[str, _Word]) -> dict[str, dict[str, str]]:
         """Each page's best-matching section, or its first section with text (`numbered`: page number → id)."""
-        searcher = self.sections.searcher  # one searcher throughout: a reindex may replace the attribute meanwhile
-        schema = self.sections.schema
+        sections = self.sections  # one generation throughout: a reindex may replace the attribute meanwhile
+        searcher = sections.searcher
+        schema = sections.schema
         ids = list(numbered.values())
         pages = _any_of(schema, "page_id", ids)
         best: dict[str, dict[str, str]] = {}
         if words:
             found = searcher.search(self._section_query(pages, words, read), limit=len(ids) * 16, count=False)
-            self._choose(searcher, found, numbered, best)
+            self._choose(sections, found, numbered, best)
         missing = {no: pid for no, pid in numbered.items() if pid not in best}
         if missing:
             lead = (tantivy.Occur.Must, tantivy.Query.term_query(schema, "lead", "1"))
@@ -391,20 +394,20 @@ class SearchEngine(SyncedIndex):
                 pages if len(missing) == len(ids) else _any_of(schema, "page_id", list(missing.values())),
             )
             found = searcher.search(tantivy.Query.boolean_query([within, lead]), limit=len(missing), count=False)
-            self._choose(searcher, found, missing, best)
+            self._choose(sections, found, missing, best)
         return best
 
-    def _choose(self, searcher: Any, found: Any, numbered: dict[int, str], best: dict[str, dict[str, str]]) -> None:
-        """The first (best) hit of each page of `numbered` among sections `found` by `searcher`, into `best`.
+    def _choose(self, index: _Tantivy, found: Any, numbered: dict[int, str], best: dict[str, dict[str, str]]) -> None:
+        """The first (best) hit of each page of `numbered` among sections `found` in `index`, into `best`.
 
         Page numbers stay with their pages across generations (app/search/sync.py), so the
         numbers read from the page searcher name the same pages in the section searcher.
         """
         addrs = [addr for _score, addr in found.hits]
-        for addr, page_no in zip(addrs, searcher.fast_field_values("page_no", addrs), strict=True):
+        for addr, page_no in zip(addrs, index.searcher.fast_field_values("page_no", addrs), strict=True):
             pid = numbered.get(page_no) if isinstance(page_no, int) else None
             if pid is not None and pid not in best:
-                best[pid] = _unpack_section(searcher.doc(addr)["data"][0])
+                best[pid] = index.data(addr, _unpack_section)
 
 
 def _any_of(schema: Any, field: str, values: list[str]) -> Any:

@@ -216,6 +216,27 @@ def test_an_edited_page_answers_with_its_new_text_and_what_it_replaced_is_let_go
     assert [p.name for p in engine.directory.glob("g*")] == [engine._folder]
 
 
+def test_what_a_hit_showed_is_read_again_after_a_reindex_changed_it(store, wiki_dir) -> None:
+    # Each process keeps the page and section data it decoded, per generation (_Tantivy.data): an edit must
+    # never answer with the title or section text kept from the generation before it.
+    before = store.searcher.search("hw-tma", Filters()).results[0]
+    assert (before.id, before.title) == ("hw-tma", "Tensor Memory Accelerator (TMA)")
+    kept = store.search_engine.pages
+    tma = wiki_dir / "nvidia" / "tma.md"
+    text = tma.read_text()
+    lead = "The TMA copies tiles between global and shared memory."
+    tma.write_text(
+        text.replace("title: Tensor Memory Accelerator (TMA)", "title: Tensor Memory Accelerator, renamed").replace(
+            lead, "The TMA copies numbat tiles between global and shared memory."
+        )
+    )
+    store.reindex(wiki_dir)
+    after = store.searcher.search("hw-tma", Filters()).results[0]
+    assert (after.id, after.title) == ("hw-tma", "Tensor Memory Accelerator, renamed")
+    assert store.searcher.search("numbat", Filters()).results[0].snippet.startswith("The TMA copies <mark>numbat</mark>")
+    assert store.search_engine.pages is not kept
+
+
 def test_a_reindex_for_a_process_that_does_not_search_builds_no_full_text_index(db_url: str, wiki_dir) -> None:
     """`kernelwiki index` (and the other CLI commands that do not search) index SQL only: servers build their own."""
     from app.store import Store

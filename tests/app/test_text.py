@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import random
+import re
+
 import pytest
 
-from app.search.text import ALNUM_RUN, arch_forms, excerpt, index_terms, plain_word
+from app.search.text import ALNUM_RUN, _Terms, arch_forms, excerpt, index_terms, plain_word
 
 
 def test_identifiers_and_their_forms_go_to_the_identifier_terms_and_their_plain_pieces_do_not() -> None:
@@ -67,3 +70,17 @@ def test_an_excerpt_is_a_window_around_the_first_match_cut_at_words() -> None:
 )
 def test_an_architecture_word_is_read_as_its_label_and_family(word: str, forms: list[str]) -> None:
     assert arch_forms(word) == forms
+
+
+def test_terms_are_found_where_a_regex_alternation_of_them_finds_them() -> None:
+    # The excerpt's finder (str.find, no compiled regex) must match re.finditer over `a|b|…` longest first:
+    # the longest term at the leftmost place, never overlapping, within [pos, endpos).
+    rng = random.Random(5)
+    letters = "ab.c_"
+    for _ in range(400):
+        haystack = "".join(rng.choice(letters) for _ in range(rng.randrange(0, 40)))
+        wanted = frozenset("".join(rng.choice(letters) for _ in range(rng.randrange(1, 4))) for _ in range(rng.randrange(1, 5)))
+        pos, endpos = sorted(rng.randrange(0, len(haystack) + 1) for _ in range(2))
+        regex = re.compile("|".join(re.escape(w) for w in sorted(wanted, key=len, reverse=True)))
+        expected = [m.span() for m in regex.finditer(haystack, pos, endpos)]
+        assert list(_Terms(wanted).spans(haystack, pos, endpos)) == expected, (haystack, wanted, pos, endpos)
