@@ -40,6 +40,12 @@ def family(architecture: str) -> str:
     return architecture[:-1] if architecture[-1:] in ("a", "f") else architecture
 
 
+def target_sort_key(target: str) -> tuple[int, str]:
+    """`sm_90a` < `sm_100a` < `sm_120a`: targets in numeric order, then by name; `any` and other shapes first."""
+    m = re.match(r"sm_?(\d+)", target, re.IGNORECASE)
+    return (int(m.group(1)) if m else 0, target)
+
+
 def compute_capability_of(target: str) -> tuple[int, int, bool] | None:
     """`sm_90a` → (9, 0, False); `sm_100f` → (10, 0, True: family); None for an unknown shape."""
     m = re.fullmatch(r"sm_(\d+)(\d)([af]?)", target)

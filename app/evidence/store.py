@@ -29,6 +29,7 @@ from app.index.models import EvidenceRow, SnippetRow, SnippetTargetRow, table_of
 from app.schemas import EvidencePublic, SnippetPublic
 from runner import diagnostics, status as status_rules
 from runner.status import STALE, SnippetSummary, StepFact, needed_steps, summarize_snippet
+from snippets.architectures import target_sort_key
 from snippets.snippet import NEVER_BUILT_MODES
 
 
@@ -306,7 +307,7 @@ class EvidenceStore:
                         "page_id": s.page_id,
                         "position": s.position,
                         "target": target,
-                        "target_order": target_number(target)[0],
+                        "target_order": target_sort_key(target)[0],
                         "status": status,
                         "status_rank": status_rules.rank(status),
                     }
@@ -520,7 +521,7 @@ def page_evidence_text(snippets: list[SnippetPublic]) -> str:
     never_run: dict[str, list[str]] = {}  # target → why its programs did not run
     expected: list[str] = []
     unproven: list[str] = []
-    targets = sorted({t for s in snippets if s.mode not in NEVER_BUILT_MODES for t in s.targets}, key=target_number)
+    targets = sorted({t for s in snippets if s.mode not in NEVER_BUILT_MODES for t in s.targets}, key=target_sort_key)
     for t in targets:
         current = [(s, r) for s in snippets if t in s.targets for r in s.evidence.get(t, []) if not r.stale]
         if any(s.mode == "run" and s.target_status.get(t) == "pass" for s in snippets):
@@ -552,8 +553,3 @@ def page_evidence_text(snippets: list[SnippetPublic]) -> str:
         parts.append(f"nothing verified on {', '.join(unproven)}")
     return " · ".join(parts)
 
-
-def target_number(target: str) -> tuple[int, str]:
-    """`sm_90a` < `sm_100a`: targets in numeric order."""
-    digits = "".join(ch for ch in target if ch.isdigit())
-    return (int(digits) if digits else 0, target)

@@ -6,7 +6,6 @@ Kept apart from the routes so the benchmark and tests can call them directly.
 from __future__ import annotations
 
 import html
-import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ from app.web.badges import STATUS_ORDER, SnippetEvidence, TargetEvidence, snippe
 from app.web.filters import safe_url
 from app.web.render import Segment, render_body, toc_items
 from app.web.state import WebState
+from snippets.architectures import target_sort_key
 from snippets.page import KNOWN_FIELDS
 from snippets.snippet import NEVER_BUILT_MODES
 
@@ -151,14 +151,8 @@ def home_view(
     )
 
 
-def target_order(name: str) -> tuple[int, str]:
-    """`sm_80` < `sm_90a` < `sm_100a` (numeric, not alphabetical)."""
-    m = re.match(r"sm_?(\d+)", name)
-    return (int(m.group(1)) if m else 0, name)
-
-
 def _arch_order(item: tuple[str, int]) -> tuple[int, str]:
-    return target_order(item[0])
+    return target_sort_key(item[0])
 
 
 def listing_as_results(listing: PageList) -> SearchPublic:
@@ -244,7 +238,7 @@ def dashboard_view(
     stored lines (app/evidence/status.py); only the window's snippets are read with their evidence."""
     with connected(evidence.engine, conn) as conn:
         found = evidence_status.line_window(conn, status, target, page, limit, offset)
-        targets = sorted(evidence_status.line_targets(conn), key=target_order)
+        targets = sorted(evidence_status.line_targets(conn), key=target_sort_key)
         pages = evidence_status.line_pages(conn)
         ids = sorted({sid for sid, _, _ in found.lines})
         snippets = {s.id: s for s in evidence.snippets_with_evidence(conn, ids=ids)} if ids else {}
