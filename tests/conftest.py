@@ -54,20 +54,150 @@ def postgres_admin_url() -> str:
     return PG_ADMIN_URL
 
 
-@pytest.fixture
-def postgres_url(postgres_admin_url: str) -> Iterator[str]:
-    """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
-    from sqlalchemy import create_engine, text
+# The catalog rows a database holds besides its user's objects: what a fresh CREATE DATABASE starts with.
+# Compared before a database is handed out again, so "fresh and empty" is checked rather than assumed.
+_CATALOG_FINGERPRINT = """
+SELECT (SELECT array_agg(nspname::text ORDER BY nspname) FROM pg_namespace
+        WHERE nspname NOT LIKE 'pg_temp_%' AND nspname NOT LIKE 'pg_toast_temp_%'),
+       (SELECT count(*) FROM pg_class), (SELECT count(*) FROM pg_proc), (SELECT count(*) FROM pg_type),
+       (SELECT count(*) FROM pg_extension), (SELECT count(*) FROM pg_event_trigger),
+       (SELECT count(*) FROM pg_largeobject_metadata), (SELECT count(*) FROM pg_publication),
+       (SELECT count(*) FROM pg_default_acl), (SELECT count(*) FROM pg_constraint),
+       (SELECT count(*) FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase
+        WHERE d.datname = current_database()),
+       (SELECT nspacl::text FROM pg_namespace WHERE nspname = 'public'),
+       (SELECT pg_get_userbyid(nspowner)::text FROM pg_namespace WHERE nspname = 'public')
+"""
 
-    name = f"kw_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(postgres_admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = postgres_admin_url.rsplit("/", 1)[0] + "/" + name
+
+class PostgresDatabases:
+    """Fresh, empty databases for tests, recycled instead of dropped (one pool per xdist worker).
+
+    CREATE DATABASE and DROP DATABASE (which forces a checkpoint) cost 1 to 4 s a test on the shared
+    2-core machine. A database a test has finished with is wiped instead: every connection to it is
+    ended, it is renamed (a process the test leaked can no longer reach it, and the next test gets a
+    name, URL and full-text folder of its own), its schemas, large objects and settings are dropped and
+    the public schema is made again as PostgreSQL makes it; it is handed out again only when its
+    catalog then matches a brand-new database's (else it is dropped and a new one created).
+    """
+
+    def __init__(self, admin_url: str) -> None:
+        from sqlalchemy import create_engine
+
+        self.admin_url = admin_url
+        self.admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+        self.free: list[str] = []
+        self.pristine: tuple[object, ...] | None = None
+
+    def url(self, name: str) -> str:
+        return self.admin_url.rsplit("/", 1)[0] + "/" + name
+
+    def _admin(self, sql: str, **params: object) -> None:
+        from sqlalchemy import text
+
+        with self.admin.connect() as conn:
+            conn.execute(text(sql), params)
+
+    def _fingerprint(self, name: str) -> tuple[object, ...]:
+        from sqlalchemy import create_engine, text
+        from sqlalchemy.pool import NullPool
+
+        engine = create_engine(self.url(name), poolclass=NullPool)
+        try:
+            with engine.connect() as conn:
+                row = conn.execute(text(_CATALOG_FINGERPRINT)).one()
+        finally:
+            engine.dispose()
+        return tuple(row)
+
+    def take(self) -> str:
+        """A fresh, empty database's name (new, or a wiped one renamed)."""
+        name = f"kw_test_{uuid.uuid4().hex[:12]}"
+        if self.free:
+            self._admin(f'ALTER DATABASE "{self.free.pop()}" RENAME TO "{name}"')
+            return name
+        self._admin(f'CREATE DATABASE "{name}"')
+        if self.pristine is None:
+            self.pristine = self._fingerprint(name)
+        return name
+
+    def give_back(self, name: str) -> None:
+        """End the test's connections, wipe the database and keep it for the next test (or drop it)."""
+        from sqlalchemy import create_engine, text
+        from sqlalchemy.pool import NullPool
+
+        deadline = time.monotonic() + 30
+        with self.admin.connect() as conn:
+            while True:  # pg_terminate_backend only signals: wait for the sessions to be gone
+                left = conn.execute(
+                    text(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                        "WHERE datname = :n AND pid <> pg_backend_pid()"
+                    ),
+                    {"n": name},
+                ).scalar_one()
+                if not left or time.monotonic() > deadline:
+                    break
+                time.sleep(0.01)
+        wiped = f"kw_test_{uuid.uuid4().hex[:12]}"
+        try:
+            self._admin(f'ALTER DATABASE "{name}" RENAME TO "{wiped}"')
+            self._admin(f'ALTER DATABASE "{wiped}" RESET ALL')
+            engine = create_engine(self.url(wiped), poolclass=NullPool, isolation_level="AUTOCOMMIT")
+            try:
+                with engine.connect() as conn:
+                    schemas = conn.execute(
+                        text(
+                            "SELECT nspname FROM pg_namespace WHERE nspname NOT IN ('pg_catalog', 'information_schema') "
+                            "AND nspname NOT LIKE 'pg\\_toast%' AND nspname NOT LIKE 'pg\\_temp\\_%'"
+                        )
+                    ).scalars()
+                    for schema in list(schemas):
+                        conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+                    for event_trigger in list(conn.execute(text("SELECT evtname FROM pg_event_trigger")).scalars()):
+                        conn.execute(text(f'DROP EVENT TRIGGER "{event_trigger}"'))
+                    for publication in list(conn.execute(text("SELECT pubname FROM pg_publication")).scalars()):
+                        conn.execute(text(f'DROP PUBLICATION "{publication}"'))
+                    conn.execute(text("SELECT lo_unlink(oid) FROM pg_largeobject_metadata"))
+                    conn.execute(text("CREATE SCHEMA public AUTHORIZATION pg_database_owner"))
+                    conn.execute(text("GRANT USAGE ON SCHEMA public TO PUBLIC"))
+                    conn.execute(text("COMMENT ON SCHEMA public IS 'standard public schema'"))
+            finally:
+                engine.dispose()
+            if self._fingerprint(wiped) == self.pristine:
+                self.free.append(wiped)
+                return
+        except Exception:  # noqa: BLE001 - anything unexpected: drop it, as before the pool
+            wiped = name if not self._exists(wiped) else wiped
+        self._admin(f'DROP DATABASE IF EXISTS "{wiped}" WITH (FORCE)')
+
+    def _exists(self, name: str) -> bool:
+        from sqlalchemy import text
+
+        with self.admin.connect() as conn:
+            return conn.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}).first() is not None
+
+    def close(self) -> None:
+        for name in self.free:
+            self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        self.free.clear()
+        self.admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_databases(postgres_admin_url: str) -> Iterator[PostgresDatabases]:
+    pool = PostgresDatabases(postgres_admin_url)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture
+def postgres_url(postgres_databases: PostgresDatabases) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test, wiped (or dropped) afterwards."""
+    name = postgres_databases.take()
+    url = postgres_databases.url(name)
     yield url
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    postgres_databases.give_back(name)
     from app.search import search_dir_for
 
     search_dir = search_dir_for(url)
