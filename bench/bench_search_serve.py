@@ -236,6 +236,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8791)
     parser.add_argument("--snippet-every", type=int, default=0, help="give every N-th page a compiled CUDA block")
     parser.add_argument("--postgres", metavar="ADMIN_URL", help="index into a fresh database on this PostgreSQL server")
+    parser.add_argument("--wiki", type=Path, help="the generated wiki's folder, kept (generated there when it holds no page)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument(
         "--workers", default="1", help="comma-separated `serve --workers` counts for the uncached rows (e.g. 1,2)"
@@ -254,11 +255,12 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        root, evidence = tmp / "wiki", tmp / "evidence"
+        root, evidence = args.wiki or tmp / "wiki", tmp / "evidence"
         evidence.mkdir()
-        started = time.perf_counter()
-        generate(root, args.pages, snippet_every=args.snippet_every)
-        print(f"{args.pages} pages generated in {time.perf_counter() - started:.1f} s", flush=True)
+        if args.wiki is None or not any(root.glob("*/*/*.md")):
+            started = time.perf_counter()
+            generate(root, args.pages, snippet_every=args.snippet_every)
+            print(f"{args.pages} pages generated in {time.perf_counter() - started:.1f} s", flush=True)
         url, drop = postgres_database(args.postgres) if args.postgres else (f"sqlite:///{tmp / 'index.db'}", lambda: None)
         try:
             run(args, tmp, root, evidence, url, datasette)
@@ -276,7 +278,9 @@ def run(args: argparse.Namespace, tmp: Path, root: Path, evidence: Path, url: st
         "KERNELWIKI_SEARCH_DIR": str(tmp / "search"),
     }
     started, cpu = time.perf_counter(), os.times()
-    indexed = subprocess.run([str(KW_BIN), "index"], env=env, check=True, timeout=3600, capture_output=True, text=True)
+    indexed = subprocess.run([str(KW_BIN), "index"], env=env, check=False, timeout=3600, capture_output=True, text=True)
+    if indexed.returncode != 0:
+        sys.exit(f"`kernelwiki index` failed with status {indexed.returncode}:\n{indexed.stderr[-4000:]}")
     index_s = time.perf_counter() - started
     spent = os.times()
     index_cpu_s = spent.children_user + spent.children_system - cpu.children_user - cpu.children_system
