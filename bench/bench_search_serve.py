@@ -2,6 +2,8 @@
 
     .venv/bin/pip install 'datasette>=0.64,<1'      # or: pip install -e '.[bench]'
     .venv/bin/python bench/bench_search_serve.py --pages 10000 --seconds 15
+    .venv/bin/python bench/bench_search_serve.py --pages 100000 --snippet-every 2 --workers 2 --seconds 10 \
+        --postgres postgresql+psycopg://postgres@127.0.0.1:5432/postgres            # issue 26: 100k pages on PostgreSQL
 
 Builds bench/bench_index.py's synthetic wiki, indexes it (`kernelwiki index`),
 serves it with `kernelwiki serve` (one process), and serves the same pages'
@@ -23,6 +25,13 @@ with an excerpt; words reach FTS5 quoted ("w1" "w2", an AND), so no query is a
 syntax error there. Errors are wrk's socket errors plus non-2xx answers.
 Each server is measured once its start-up work (index build, page warm-up) is
 over: under 5% CPU for a second.
+
+`--postgres ADMIN_URL` indexes into a database of its own on that server (made for
+the run, dropped after it) instead of an SQLite file; Datasette's FTS5 copy is made
+from the same rows. After each kernelwiki server's runs the resident memory of its
+processes is read (/proc/<pid>/smaps_rollup: RSS, PSS, private), and the time from
+its start to its first search answer is printed (the host's full-text index is
+built then, by the first server on a fresh database).
 """
 
 from __future__ import annotations
@@ -49,7 +58,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.bench_index import generate  # noqa: E402
+from bench.bench_index import generate, postgres_database  # noqa: E402
 from bench.proc import children, memory_mb, wait_idle  # noqa: E402
 
 HOT = [
@@ -106,19 +115,25 @@ def distinct_stream(counts: Counter[str], n: int, seed: int = 7) -> list[str]:
     return [" ".join(rng.choices(words, weights, k=rng.choice((1, 2)))) for _ in range(n)]
 
 
-def fts_copy(index_db: Path, target: Path) -> int:
-    """The same pages' titles and bodies in an SQLite FTS5 table (what Datasette serves)."""
-    src = sqlite3.connect(index_db)
+def fts_copy(index_url: str, target: Path) -> int:
+    """The same pages' titles and bodies in an SQLite FTS5 table (what Datasette serves), from either backend."""
+    from sqlalchemy import create_engine, text
+
+    src = create_engine(index_url)
     dst = sqlite3.connect(target)
     dst.execute("CREATE VIRTUAL TABLE fts USING fts5(id UNINDEXED, title, body)")
-    rows = src.execute("SELECT id, title, body FROM page").fetchall()
-    dst.executemany("INSERT INTO fts (id, title, body) VALUES (?, ?, ?)", rows)
+    count = 0
+    with src.connect() as conn:
+        result = conn.execution_options(stream_results=True, yield_per=5000).execute(text("SELECT id, title, body FROM page"))
+        for part in result.partitions():
+            dst.executemany("INSERT INTO fts (id, title, body) VALUES (?, ?, ?)", [tuple(r) for r in part])
+            count += len(part)
+    src.dispose()
     dst.commit()
     dst.execute("INSERT INTO fts(fts) VALUES ('optimize')")
     dst.commit()
-    src.close()
     dst.close()
-    return len(rows)
+    return count
 
 
 def fts5_expression(query: str) -> str:
@@ -217,6 +232,11 @@ def memory(proc: subprocess.Popen, base: str, queries: list[str]) -> dict[str, d
     """
     for q in queries:
         httpx.get(f"{base}/api/search", params={"q": q, "limit": 10}, timeout=30)
+    return resident_memory(proc)
+
+
+def resident_memory(proc: subprocess.Popen) -> dict[str, dict[str, float]]:  # type: ignore[type-arg]
+    """Resident memory of the serving process and of each of its workers, now."""
     found = {"base": memory_mb(proc.pid)}
     workers = [p for p in children(proc.pid) if "resource_tracker" not in Path(f"/proc/{p}/cmdline").read_text()]
     for n, pid in enumerate(workers):
@@ -230,6 +250,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0, help="duration of each wrk run")
     parser.add_argument("--queries", type=int, default=DISTINCT, help="length of the distinct-query stream")
     parser.add_argument("--port", type=int, default=8791)
+    parser.add_argument("--snippet-every", type=int, default=0, help="give every N-th page a compiled CUDA block")
+    parser.add_argument("--postgres", metavar="ADMIN_URL", help="index into a fresh database on this PostgreSQL server")
+    parser.add_argument("--wiki", type=Path, help="the generated wiki's folder, kept (generated there when it holds no page)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument(
         "--workers", default="1", help="comma-separated `serve --workers` counts for the uncached rows (e.g. 1,2)"
@@ -254,114 +277,144 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        root, evidence = tmp / "wiki", tmp / "evidence"
+        root, evidence = args.wiki or tmp / "wiki", tmp / "evidence"
         evidence.mkdir()
-        generate(root, args.pages)
-        db = tmp / "index.db"
-        env = {
-            **os.environ,
-            "KERNELWIKI_WIKI": str(root),
-            "KERNELWIKI_DB": f"sqlite:///{db}",
-            "KERNELWIKI_EVIDENCE": str(evidence),
-        }
-        started = time.perf_counter()
-        subprocess.run([str(KW_BIN), "index"], env=env, check=True, timeout=1800, capture_output=True)
-        index_s = time.perf_counter() - started
-        pages = fts_copy(db, tmp / "fts.db")
-        stream = distinct_stream(corpus_words(root), args.queries)
-        script = tmp / "stream.lua"
-        script.write_text(WRK_SCRIPT)
+        if args.wiki is None or not any(root.glob("*/*/*.md")):
+            started = time.perf_counter()
+            generate(root, args.pages, snippet_every=args.snippet_every)
+            print(f"{args.pages} pages generated in {time.perf_counter() - started:.1f} s", flush=True)
+        url, drop = postgres_database(args.postgres) if args.postgres else (f"sqlite:///{tmp / 'index.db'}", lambda: None)
+        try:
+            run(args, tmp, root, evidence, url, datasette)
+        finally:
+            drop()
 
-        def paths(name: str, queries: list[str], kind: str) -> Path:
-            path = tmp / f"{kind}-{name}.txt"
-            if kind == "kw":
-                lines = [f"/api/search?limit=10&q={quote(q)}" for q in queries]
-            else:
-                lines = [f"/fts/search.json?_shape=array&q={quote(fts5_expression(q))}" for q in queries]
-            path.write_text("\n".join(lines) + "\n")
-            return path
 
-        kw_files = {"hot": paths("hot", HOT, "kw"), "distinct": paths("distinct", stream, "kw")}
-        ds_files = {"hot": paths("hot", HOT, "ds"), "distinct": paths("distinct", stream, "ds")}
-        runs = [("hot", 8), ("distinct", 8), ("hot", 64), ("distinct", 64)]
-        base = f"http://127.0.0.1:{args.port}"
-        figures: dict[str, dict[str, dict[str, float]]] = {}
-        print(
-            f"{pages} pages indexed by `kernelwiki index` in {index_s:.1f} s; {len(set(stream))} distinct of {len(stream)} stream queries",
-            flush=True,
+def run(args: argparse.Namespace, tmp: Path, root: Path, evidence: Path, url: str, datasette: Path) -> None:
+    """Index, then serve and drive each server in turn (see the module's docstring)."""
+    env = {
+        **os.environ,
+        "KERNELWIKI_WIKI": str(root),
+        "KERNELWIKI_DB": url,
+        "KERNELWIKI_EVIDENCE": str(evidence),
+        "KERNELWIKI_SEARCH_DIR": str(tmp / "search"),
+    }
+    started, cpu = time.perf_counter(), os.times()
+    indexed = subprocess.run([str(KW_BIN), "index"], env=env, check=False, timeout=3600, capture_output=True, text=True)
+    if indexed.returncode != 0:
+        sys.exit(f"`kernelwiki index` failed with status {indexed.returncode}:\n{indexed.stderr[-4000:]}")
+    index_s = time.perf_counter() - started
+    spent = os.times()
+    index_cpu_s = spent.children_user + spent.children_system - cpu.children_user - cpu.children_system
+    print(indexed.stdout.strip().splitlines()[-1], flush=True)
+    print(
+        f"`kernelwiki index`: {index_s:.1f} s wall, {index_cpu_s:.1f} s CPU in its own process (its parsing workers not counted)",
+        flush=True,
+    )
+    pages = fts_copy(url, tmp / "fts.db")
+    stream = distinct_stream(corpus_words(root), args.queries)
+    script = tmp / "stream.lua"
+    script.write_text(WRK_SCRIPT)
+
+    def paths(name: str, queries: list[str], kind: str) -> Path:
+        path = tmp / f"{kind}-{name}.txt"
+        if kind == "kw":
+            lines = [f"/api/search?limit=10&q={quote(q)}" for q in queries]
+        else:
+            lines = [f"/fts/search.json?_shape=array&q={quote(fts5_expression(q))}" for q in queries]
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    kw_files = {"hot": paths("hot", HOT, "kw"), "distinct": paths("distinct", stream, "kw")}
+    ds_files = {"hot": paths("hot", HOT, "ds"), "distinct": paths("distinct", stream, "ds")}
+    runs = [("hot", 8), ("distinct", 8), ("hot", 64), ("distinct", 64)]
+    base = f"http://127.0.0.1:{args.port}"
+    figures: dict[str, dict[str, dict[str, float]]] = {}
+    print(
+        f"{pages} pages indexed by `kernelwiki index` in {index_s:.1f} s; {len(set(stream))} distinct of {len(stream)} stream queries",
+        flush=True,
+    )
+
+    counts = [int(w) for w in args.workers.split(",")]
+    servers = [("kernelwiki" if w == 1 else f"kernelwiki x{w} workers", "0", w, "") for w in counts]
+    if args.baseline is not None:
+        servers += [(f"baseline x{w} workers", "0", w, str(args.baseline.resolve())) for w in counts]
+    for label, cache, workers, code in servers if args.memory_only else [*servers, ("kernelwiki cached", "1024", 1, "")]:
+        proc = subprocess.Popen(
+            [str(KW_BIN), "serve", "--port", str(args.port), "--workers", str(workers)],
+            env={
+                **env,
+                "KERNELWIKI_SEARCH_CACHE_SIZE": cache,
+                "KERNELWIKI_ACCESS_LOG": "false",
+                **({"PYTHONPATH": code} if code else {}),
+            },
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
-
-        counts = [int(w) for w in args.workers.split(",")]
-        servers = [("kernelwiki" if w == 1 else f"kernelwiki x{w} workers", "0", w, "") for w in counts]
-        if args.baseline is not None:
-            servers += [(f"baseline x{w} workers", "0", w, str(args.baseline.resolve())) for w in counts]
-        for label, cache, workers, code in servers if args.memory_only else [*servers, ("kernelwiki cached", "1024", 1, "")]:
-            proc = subprocess.Popen(
-                [str(KW_BIN), "serve", "--port", str(args.port), "--workers", str(workers)],
-                env={
-                    **env,
-                    "KERNELWIKI_SEARCH_CACHE_SIZE": cache,
-                    "KERNELWIKI_ACCESS_LOG": "false",
-                    **({"PYTHONPATH": code} if code else {}),
-                },
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+        try:
+            started = time.perf_counter()
+            wait_until(base + "/api/search?q=warp", 1800, proc)
+            first = time.perf_counter() - started
+            idle = wait_idle(proc.pid, 900)
+            print(f"{label}: first search answered {first:.1f} s after start, idle {idle:.1f} s later", flush=True)
+            if args.memory_only:
+                used = memory(proc, base, stream[:2000])
+                for name, m in used.items():
+                    print(
+                        f"{label:22} {name:9} rss {m['rss_mb']:7.1f} MB  pss {m['pss_mb']:7.1f} MB  private {m['private_mb']:7.1f} MB"
+                    )
+                figures[label] = {"memory": used}  # type: ignore[dict-item]
+                continue
+            figures[label] = drive(
+                label, base, kw_files, script, args.seconds, runs if cache == "0" else [("hot", 8), ("hot", 64)]
             )
-            try:
-                wait_until(base + "/api/search?q=warp", 600, proc)
-                wait_idle(proc.pid)
-                if args.memory_only:
-                    used = memory(proc, base, stream[:2000])
-                    for name, m in used.items():
-                        print(
-                            f"{label:22} {name:9} rss {m['rss_mb']:7.1f} MB  pss {m['pss_mb']:7.1f} MB  private {m['private_mb']:7.1f} MB"
-                        )
-                    figures[label] = {"memory": used}  # type: ignore[dict-item]
-                    continue
-                figures[label] = drive(
-                    label, base, kw_files, script, args.seconds, runs if cache == "0" else [("hot", 8), ("hot", 64)]
+            resident = resident_memory(proc)
+            for name, m in resident.items():
+                print(
+                    f"{label:22} {name:9} rss {m['rss_mb']:7.1f} MB  pss {m['pss_mb']:7.1f} MB  private {m['private_mb']:7.1f} MB"
                 )
-            finally:
-                stop(proc, args.port)
-            if label == servers[-1][0]:  # Datasette between kernelwiki's runs, in the same run
-                (tmp / "metadata.json").write_text(
-                    json.dumps(
-                        {
-                            "databases": {
-                                "fts": {
-                                    "queries": {
-                                        "search": {
-                                            "sql": "select id, title, snippet(fts, 2, '<mark>', '</mark>', '…', 24) as excerpt "
-                                            "from fts where fts match :q order by bm25(fts) limit 10"
-                                        }
+            figures[label]["memory"] = resident  # type: ignore[assignment]
+        finally:
+            stop(proc, args.port)
+        if label == servers[-1][0]:  # Datasette between kernelwiki's runs, in the same run
+            (tmp / "metadata.json").write_text(
+                json.dumps(
+                    {
+                        "databases": {
+                            "fts": {
+                                "queries": {
+                                    "search": {
+                                        "sql": "select id, title, snippet(fts, 2, '<mark>', '</mark>', '…', 24) as excerpt "
+                                        "from fts where fts match :q order by bm25(fts) limit 10"
                                     }
                                 }
                             }
                         }
-                    )
+                    }
                 )
-                proc = subprocess.Popen(
-                    [
-                        str(datasette),
-                        "serve",
-                        str(tmp / "fts.db"),
-                        "-m",
-                        str(tmp / "metadata.json"),
-                        "-p",
-                        str(args.port),
-                        "--setting",
-                        "sql_time_limit_ms",
-                        "10000",
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-                try:
-                    wait_until(base + "/fts/search.json?_shape=array&q=%22warp%22", 120, proc)
-                    wait_idle(proc.pid)
-                    figures["datasette"] = drive("datasette (FTS5 bm25)", base, ds_files, script, args.seconds, runs)
-                finally:
-                    stop(proc, args.port)
+            )
+            proc = subprocess.Popen(
+                [
+                    str(datasette),
+                    "serve",
+                    str(tmp / "fts.db"),
+                    "-m",
+                    str(tmp / "metadata.json"),
+                    "-p",
+                    str(args.port),
+                    "--setting",
+                    "sql_time_limit_ms",
+                    "10000",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            try:
+                wait_until(base + "/fts/search.json?_shape=array&q=%22warp%22", 120, proc)
+                wait_idle(proc.pid)
+                figures["datasette"] = drive("datasette (FTS5 bm25)", base, ds_files, script, args.seconds, runs)
+            finally:
+                stop(proc, args.port)
 
     if args.memory_only:
         if args.json:
@@ -373,6 +426,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for label, *_ in [*servers, ("kernelwiki cached", "", 1, "")]:
         for key, k in figures[label].items():
+            if key == "memory":
+                continue
             d = figures["datasette"][key]
             workload, conns = key.split("/")
             ratio = k["rps"] / d["rps"] if d["rps"] else float("inf")

@@ -27,8 +27,17 @@ _HIDDEN = {"python": re.compile(r"^#!(?: (.*)|\s*)$")}
 _HIDDEN_C = re.compile(r"^//!(?: (.*)|\s*)$")
 
 
+_PARSERS: list[MarkdownIt] = []
+
+
 def _parser() -> MarkdownIt:
-    return MarkdownIt("commonmark")
+    """One CommonMark parser of blocks per process, made on first use: building one (its rule chains) costs
+    more than parsing a page, and parsing keeps its state in per-call objects, so calls and threads may share it.
+
+    Code blocks are blocks: the inline content of paragraphs and headings is left unparsed (half the work)."""
+    if not _PARSERS:
+        _PARSERS.append(MarkdownIt("commonmark").disable(["inline", "text_join"]))
+    return _PARSERS[0]
 
 
 def split_hidden(lang: str, content: str, first_line: int) -> tuple[str, str, list[int]]:

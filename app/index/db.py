@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -135,19 +136,25 @@ def bulk_insert(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> Non
         return
     columns = list(rows[0])
     name = table.__tablename__
+    values = itemgetter(*columns) if len(columns) > 1 else lambda r: (r[columns[0]],)  # a tuple either way
     if conn.dialect.name == "postgresql":
+        numeric = (int, float, bool)
+        texts = [i for i, c in enumerate(columns) if table.__table__.c[c].type.python_type not in numeric]  # may hold text
         cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
         try:
             with cursor.copy(f"COPY {name} ({', '.join(columns)}) FROM STDIN") as copy:
                 for r in rows:
-                    copy.write_row(tuple(_scrub(r[c]) for c in columns))
+                    row = values(r)
+                    if any(isinstance(v, str) and "\x00" in v for v in map(row.__getitem__, texts)):
+                        row = tuple(_scrub(v) for v in row)
+                    copy.write_row(row)
         finally:
             cursor.close()
         return
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     sql = f"INSERT INTO {name} ({', '.join(columns)}) VALUES ({', '.join([mark] * len(columns))})"
     for chunk in chunks(rows, 5000):
-        conn.exec_driver_sql(sql, [tuple(r[c] for c in columns) for r in chunk])
+        conn.exec_driver_sql(sql, [values(r) for r in chunk])
 
 
 def create_schema(engine: Engine) -> None:

@@ -157,6 +157,11 @@ def render(
     return Rendered(html=html_out, sections=sections, toc=toc)
 
 
+SHORT_PREFIX = 1000
+"""The description is first looked for in the body up to the first blank line after this many characters.
+
+Cut at a blank line, blocks before the cut parse as they do in the whole body (a block that runs on past
+the cut holds no paragraph in either); a paragraph that could be a reference link defers to the longer text."""
 _DESCRIBING: list[MarkdownIt] = []  # the description's parser, made once per process (see `_shared_parser`)
 
 
@@ -168,14 +173,27 @@ def description(body: str, limit: int = 200) -> str:
     indexed (`page.description`), so llms.txt reads it rather than every page's body.
     """
     if not _DESCRIBING:
-        _DESCRIBING.append(MarkdownIt("commonmark").enable("table"))
+        # Blocks only: a paragraph's inline content is parsed when it is looked at (the first long one ends
+        # the search), which is what the full parse's `inline` rule would make of it (`text_join` only merges
+        # adjacent text, whose contents are joined here anyway).
+        _DESCRIBING.append(MarkdownIt("commonmark").enable("table").disable(["inline", "text_join"]))
     parser = _DESCRIBING[0]
-    for text in (body[:4000], body) if len(body) > 4000 else (body,):
-        tokens = parser.parse(text)
+    texts = [body[:4000], body] if len(body) > 4000 else [body]
+    cut = body.find("\n\n", SHORT_PREFIX, 4000)
+    if cut >= 0:
+        texts.insert(0, body[: cut + 1])
+    for text in texts:
+        short = text is texts[0] and len(texts) > 1 and cut >= 0
+        env: dict[str, Any] = {}  # link reference definitions, found by the block parse
+        tokens = parser.parse(text, env)
         for before, token in itertools.pairwise(tokens):
             if before.type != "paragraph_open" or token.type != "inline":
                 continue
-            words = "".join(" " if c.type in ("softbreak", "hardbreak") else c.content for c in token.children or [])
+            if short and "[" in token.content:
+                break  # a reference link's definition may come after the cut: the longer text decides
+            children: list[Token] = []
+            parser.inline.parse(token.content, parser, env, children)
+            words = "".join(" " if c.type in ("softbreak", "hardbreak") else c.content for c in children)
             words = re.sub(r"\s+", " ", words).strip()
             if len(words) < 20:
                 continue

@@ -63,7 +63,13 @@ def read_page(root: Path | str, rel: str) -> bytes:
             os.close(fd)
             raise
         with os.fdopen(fd, "rb") as fh:
-            data = fh.read(PAGE_MAX_BYTES + 1)
+            # What fstat announced, and one byte more to tell a file that grew since. Asking every page for
+            # PAGE_MAX_BYTES + 1 gave each page's bytes a memory mapping of its own (the allocator shrinks a
+            # large buffer where it lies), and a process may hold 65,530 (vm.max_map_count): a full index of
+            # 100,000 pages failed at about that many.
+            data = fh.read(min(info.st_size, PAGE_MAX_BYTES) + 1)
+            if len(data) > info.st_size:  # grown since fstat: read on, up to the limit
+                data += fh.read(PAGE_MAX_BYTES + 1 - len(data))
         if len(data) > PAGE_MAX_BYTES:
             raise PageRefused(f"larger than {PAGE_MAX_BYTES} bytes")
         return data

@@ -89,3 +89,28 @@ def test_read_page_opens_only_regular_files_reached_without_leaving_the_wiki(wik
     ]:
         with pytest.raises(PageRefused, match=why):
             read_page(wiki_dir, rel)
+
+
+def test_reading_many_pages_leaves_no_memory_mapping_per_page_and_still_refuses_oversized_files(
+    wiki_dir: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A process may hold 65,530 memory mappings: a full index of 100,000 pages once held one per page read and failed."""
+    import pytest
+
+    from app.index import pagefile
+
+    folder = wiki_dir / "many"
+    folder.mkdir()
+    for i in range(400):
+        (folder / f"p{i}.md").write_text(f"---\nid: p{i}\n---\n" + "text " * 400)
+
+    def mappings() -> int:
+        return len(Path("/proc/self/maps").read_text().splitlines())
+
+    before = mappings()
+    kept = [pagefile.read_page(wiki_dir, f"many/p{i}.md") for i in range(400)]  # held, as a reindex holds them
+    assert kept[7] == (folder / "p7.md").read_bytes()
+    assert mappings() - before < 100
+    monkeypatch.setattr(pagefile, "PAGE_MAX_BYTES", 1000)
+    with pytest.raises(pagefile.PageRefused, match="larger than 1000 bytes"):
+        pagefile.read_page(wiki_dir, "many/p1.md")
