@@ -24,6 +24,7 @@ from typing import Any
 
 from runner.artifacts import ArtifactStore
 from runner.evidence import EvidenceRecord
+from runner.nvrtc import NVRTC_UNSUPPORTED
 from runner.status import worst
 from runner.toolchain import Toolchain
 from runner.toolchains import SYSTEM, release_key, select_toolchain
@@ -33,7 +34,8 @@ REGISTER_FLIP = 0.20
 """Registers moving by this fraction (or more) between neighbouring toolchains is a flip."""
 
 UNSUPPORTED = "unsupported"
-"""Cell status where a toolchain cannot build the language at all (12.x wheels: ptxas only)."""
+"""Cell status where a toolchain cannot build the block: 12.x wheels have no nvcc, so cpp blocks and cuda blocks that
+need libcu++/CuTe/CUTLASS (runner/nvrtc.py) are not built; without NVRTC installed, no cuda block is."""
 
 GOOD = frozenset({"pass", "xfail"})
 """Cell statuses that mean the snippet does what its page says with that toolchain."""
@@ -117,8 +119,12 @@ def cells_from_records(records: Iterable[EvidenceRecord], release: str, toolchai
         sass_rec = next((r for r in recs if r.step == "sass"), None)
         relevant = [r.status for r in recs if not (r.step == "run" and r.status == "skipped")]
         status = worst(relevant, default="pass")
-        if not toolchain.nvcc and compile_rec.lang in ("cuda", "cpp") and compile_rec.status == "error":
-            status = UNSUPPORTED
+        if not toolchain.nvcc and compile_rec.lang in ("cuda", "cpp") and compile_rec.status in ("error", "skipped"):
+            if compile_rec.error_kind == NVRTC_UNSUPPORTED or not toolchain.nvrtc:
+                status = UNSUPPORTED  # 12.x: host code, or a header NVRTC has not here; without NVRTC no C++ at all
+        message = next((r.message for r in recs if r.status not in GOOD and r.message), "")
+        if status in GOOD and compile_rec.toolchain.endswith("(device only)"):
+            message = compile_rec.message  # "NVRTC device-only build (CUDA 12.9): device code only; host code not built: main"
         res = compile_rec.resources or {}
         spills = (res.get("spill_store_bytes") or 0) + (res.get("spill_load_bytes") or 0) if res else None
         art = getattr(compile_rec, "artifacts", {}) or {}
@@ -133,7 +139,7 @@ def cells_from_records(records: Iterable[EvidenceRecord], release: str, toolchai
                 mode=compile_rec.mode,
                 lang=compile_rec.lang,
                 status=status,
-                message=next((r.message for r in recs if r.status not in GOOD and r.message), "")[:500],
+                message=message[:500],
                 registers=res.get("registers"),
                 smem_bytes=res.get("smem_bytes"),
                 spill_bytes=spills,
@@ -206,7 +212,7 @@ def matrix_stamp(pages_root: Path | str, names: list[str], toolchains_root: Path
     from snippets.page import iter_page_files
 
     digest = hashlib.sha256(f"{RUNNER_VERSION}|{extra or []}".encode())
-    root = Path(pages_root)
+    root = Path(pages_root).resolve()  # iter_page_files gives resolved paths: a relative --wiki failed here
     for path in iter_page_files(root):
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     for name in [*names, DISASM]:
