@@ -38,6 +38,9 @@ UNSUPPORTED = "unsupported"
 need libcu++/CuTe/CUTLASS (runner/nvrtc.py) are not built; without NVRTC installed, no cuda block is."""
 
 GOOD = frozenset({"pass", "xfail"})
+
+DEVICE_ONLY_LABEL = "(device only)"
+"""How the label of a 12.x toolchain building through NVRTC ends (runner/toolchain.py): its cells are device code only."""
 """Cell statuses that mean the snippet does what its page says with that toolchain."""
 
 
@@ -123,7 +126,7 @@ def cells_from_records(records: Iterable[EvidenceRecord], release: str, toolchai
             if compile_rec.error_kind == NVRTC_UNSUPPORTED or not toolchain.nvrtc:
                 status = UNSUPPORTED  # 12.x: host code, or a header NVRTC has not here; without NVRTC no C++ at all
         message = next((r.message for r in recs if r.status not in GOOD and r.message), "")
-        if status in GOOD and compile_rec.toolchain.endswith("(device only)"):
+        if status in GOOD and compile_rec.toolchain.endswith(DEVICE_ONLY_LABEL):
             message = compile_rec.message  # "NVRTC device-only build (CUDA 12.9): device code only; host code not built: main"
         res = compile_rec.resources or {}
         spills = (res.get("spill_store_bytes") or 0) + (res.get("spill_load_bytes") or 0) if res else None
@@ -277,7 +280,9 @@ def _ranges(releases: list[str]) -> str:
 
 
 def known_good(cells: Iterable[MatrixCell]) -> str:
-    """One snippet's matrix as a line: "known good: CUDA 12.9–13.1 · fail since 13.1" ("" without cells)."""
+    """One snippet's matrix as a line: "known good: CUDA 12.9–13.1 · fail since 13.1" ("" without cells), with
+    "· 12.8–12.9: device code only (NVRTC)" where good releases built only the device code."""
+    cells = list(cells)
     per_release: dict[str, list[str]] = {}
     for c in cells:
         if c.status != UNSUPPORTED:
@@ -297,6 +302,11 @@ def known_good(cells: Iterable[MatrixCell]) -> str:
     elif len(good) != len(ordered):
         bad = [r for r in ordered if status[r] != "good"]
         parts.append(f"not good on {', '.join(bad)}")
+    device_only = sorted(
+        {c.release for c in cells if c.release in good and c.toolchain.endswith(DEVICE_ONLY_LABEL)}, key=release_key
+    )
+    if device_only:
+        parts.append(f"{_ranges(device_only)}: device code only (NVRTC)")
     return " · ".join(parts)
 
 

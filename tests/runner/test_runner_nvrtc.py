@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from runner.artifacts import ArtifactStore
-from runner.matrix import UNSUPPORTED, run_matrix
+from runner.matrix import UNSUPPORTED, MatrixCell, known_good, run_matrix
 from runner.nvrtc import NVRTC_UNSUPPORTED, device_only, launched_templates
 from runner.toolchains import DISASM, install_toolchain, packages_for, select_toolchain, toolchains_dir
 from runner.verify import verify
@@ -115,3 +115,13 @@ def test_matrix_cells_of_a_12x_release_are_real_statuses_with_kept_sass(tmp_path
     assert cells["nvrtc-device-only:1"].message.startswith("NVRTC device-only build")
     assert cells["nvrtc-device-only:2"].status == "xfail"
     assert cells["nvrtc-device-only:3"].status == UNSUPPORTED and "libcu++" in cells["nvrtc-device-only:3"].message
+
+
+def test_the_known_good_line_says_which_releases_built_device_code_only():
+    def cell(release: str, label: str) -> MatrixCell:
+        return MatrixCell("p:1", "p", "sm_90a", release, label, "h", "run", "cuda", "pass")
+
+    line = known_good(
+        [cell("12.8", "nvrtc 12.8.93 (device only)"), cell("12.9", "nvrtc 12.9.86 (device only)"), cell("13.0", "nvcc 13.0.88")]
+    )
+    assert line == "known good: CUDA 12.8–13.0 · 12.8–12.9: device code only (NVRTC)"
