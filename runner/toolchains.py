@@ -133,8 +133,11 @@ def install_toolchain(release: str, root: Path, *, pip_args: list[str] | None = 
     if (folder / MANIFEST).is_file() and not force:
         complete_layout(folder)  # installs made before the layout links
         data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-        result.packages, result.bytes_on_disk, result.already = data.get("packages", {}), data.get("bytes_on_disk", 0), True
-        return result
+        have = {name.lower() for name in data.get("packages", {})}
+        if {re.split(r"[=<>!~]", spec)[0].lower() for spec in wanted} <= have:
+            result.packages, result.bytes_on_disk, result.already = data.get("packages", {}), data.get("bytes_on_disk", 0), True
+            return result
+        # else an install of an older wheel set (a 12.x one before NVRTC): completed below
     folder.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "pip", "install", "--no-deps", "--upgrade", "--target", str(folder), *(pip_args or []), *wanted]
     started = time.monotonic()

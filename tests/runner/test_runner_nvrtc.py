@@ -7,6 +7,7 @@ cache makes a second install cheap). Without them: skipped here, a failure in CI
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 from runner.artifacts import ArtifactStore
 from runner.matrix import UNSUPPORTED, MatrixCell, known_good, run_matrix
 from runner.nvrtc import NVRTC_UNSUPPORTED, device_only, launched_templates
-from runner.toolchains import DISASM, install_toolchain, packages_for, select_toolchain, toolchains_dir
+from runner.toolchains import DISASM, MANIFEST, install_toolchain, packages_for, select_toolchain, toolchains_dir
 from runner.verify import verify
 from tests.ci import missing_tool
 
@@ -67,6 +68,15 @@ def test_a_12x_release_installs_nvrtc_and_the_runtime_headers_beside_ptxas():
     ]
 
 
+def test_a_12x_install_made_before_nvrtc_is_completed_not_taken_as_installed(tmp_path):
+    folder = tmp_path / RELEASE
+    folder.mkdir()
+    manifest = {"release": RELEASE, "packages": {"nvidia-cuda-nvcc-cu12": "12.9.86"}, "bytes_on_disk": 1, "seconds": 1}
+    (folder / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    result = install_toolchain(RELEASE, tmp_path, pip_args=["--no-index", "--no-cache-dir", "--find-links", str(tmp_path)])
+    assert not result.already and "nvidia-cuda-nvrtc-cu12==12.9.*" in result.error  # pip was asked for the missing wheels
+
+
 @pytest.fixture(scope="module")
 def root() -> Path:
     """CUDA 12.9 (with NVRTC) and the disassembler installed (from pip's cache when it has them)."""
@@ -75,10 +85,7 @@ def root() -> Path:
         result = install_toolchain(release, base)
         if result.error:
             missing_tool(f"CUDA {release} wheels not installable here (make toolchains installs them): {result.error}")
-    if not select_toolchain(RELEASE, base).nvrtc:
-        result = install_toolchain(RELEASE, base, force=True)  # an install made before NVRTC was part of 12.x
-        if result.error or not select_toolchain(RELEASE, base).nvrtc:
-            missing_tool(f"CUDA {RELEASE}'s NVRTC not installable here: {result.error}")
+    assert select_toolchain(RELEASE, base).nvrtc  # an install made before NVRTC was part of 12.x is completed
     return base
 
 
