@@ -381,7 +381,8 @@ def device_unit(tu: TranslationUnit) -> tuple[TranslationUnit, list[str]]:
     companions: dict[str, str] = {}
     for name, source in tu.companions.items():
         companions[name], gone = device_only(source)
-        removed += [f"{name}: {g}" for g in gone]
+        if gone:
+            removed.append(f"the host code of {name}")
     return TranslationUnit(text=text, filename=tu.filename, tu_lines=origin[: len(origin) - 1], companions=companions), removed
 
 
