@@ -25,6 +25,12 @@ a build can and cannot say:
   in the same sandbox as nvcc, never in the service process; the wheel's lib folder is bound
   read-only beside the toolchain.
 
+A `run` block is built a second time whole-program (no `-rdc`), as nvcc builds the program that runs; its
+ptxas resources and cubin (the kept SASS) are the cell's, as for a 13.x toolchain, so that registers compare
+across the 12.x/13.x boundary (the relocatable build alone reported 59 registers against nvcc's 34 for one
+kernel: calls to the forced helpers were not inlined). A target the release does not know (sm_103a in 12.8,
+sm_110a before 13.0) is `skipped` as not buildable, with the release and target named.
+
 The same asm-coverage rule as an nvcc build applies (runner/coverage.py): `-rdc=true` plus the
 forced `__device__` of snippets/build.py, and every `asm(…)` statement of the block must be in
 the PTX's inline-asm regions. NVRTC has no `-E`, so the statements are read from the unit itself
@@ -50,7 +56,7 @@ from runner.toolchain import Toolchain
 from snippets.build import SEGMENT_SNIPPET, TranslationUnit, build_translation_unit
 from snippets.snippet import Snippet
 
-NVRTC_RECIPE = "nvrtc-device-only-1"
+NVRTC_RECIPE = "nvrtc-device-only-2"
 """Version of this build recipe (stubs, host-code removal, options); part of a 12.x toolchain's fingerprint."""
 
 NVRTC_UNSUPPORTED = "not buildable with NVRTC"
@@ -67,6 +73,8 @@ INCLUDE_DIR = "nvrtc-include"
 
 PTX_FILE = "keep/snippet.ptx"
 CUBIN_FILE = "keep/snippet.cubin"
+PROGRAM_PTX = "keep/program.ptx"
+PROGRAM_CUBIN = "keep/program.cubin"
 
 _STDINT = """\
 #pragma once
@@ -429,6 +437,10 @@ def build_nvrtc(
     build.outcome = outcome
     ptx = res.artifacts.get(PTX_FILE)
     build.ptx = ptx.decode("utf-8", "replace") if ptx is not None else None
+    if res.exit_code not in (0, None) and "invalid value for --gpu-architecture" in res.output:
+        build.outcome = skipped(f"CUDA {toolchain.nvcc_release} does not know {target}: its NVRTC refuses compute_{target[3:]}")
+        build.outcome.command, build.outcome.output = command, outcome.output
+        return build
     missing_header = _UNSUPPORTED_MISSING.search(res.output) if res.exit_code not in (0, None) else None
     if missing_header and snippet.mode != "compile_fail":
         build.outcome = skipped(
@@ -464,12 +476,54 @@ def build_nvrtc(
         return build
     _apply_regex_checks(outcome, snippet, "ptx", build.ptx)
     build.device_binary = workdir / CUBIN_FILE
+    if snippet.mode == "run" and outcome.status == "pass":
+        _whole_program(build, snippet, target, toolchain, isolation, lib, binds, options)
     host = f"; host code not built: {', '.join(removed)}" if removed else ""
     if outcome.status == "pass":
         outcome.detail = f"{DEVICE_ONLY} (CUDA {toolchain.nvcc_release}): device code only{host}"
     if want_program:
         build.no_program = f"not run: an {DEVICE_ONLY} has no host program"
     return build
+
+
+def _whole_program(
+    build: Build,
+    snippet: Snippet,
+    target: str,
+    toolchain: Toolchain,
+    isolation: str | None,
+    lib: Path,
+    binds: list[str],
+    options: list[str],
+) -> None:
+    """A `run` block's device code built again whole-program (no -rdc), as nvcc builds the program that runs: its
+    ptxas resources and its cubin (the kept SASS) replace the relocatable build's, so that a 12.x cell compares
+    with a 13.x one (whose run blocks report the whole-program build, runner/compile.py)."""
+    assert toolchain.ptxas is not None
+    whole = [o for o in options if o != "--relocatable-device-code=true"]
+    argv = [toolchain.python, "-I", "-c", DRIVER, str(lib), build.tu.filename, PROGRAM_PTX, *whole]
+    outcome = build.outcome
+    res = _step(argv, build.workdir, build.tu, isolation, binds, (PROGRAM_PTX,))
+    outcome.command += f" && nvrtc({shlex.join([build.tu.filename, *whole])})"
+    if not _finished(outcome, res, build.tu, snippet, "NVRTC (whole-program build)"):
+        return
+    res = _step(
+        [toolchain.ptxas, f"-arch={target}", "-v", "-lineinfo", "-o", PROGRAM_CUBIN, PROGRAM_PTX],
+        build.workdir,
+        build.tu,
+        isolation,
+        [],
+        (PROGRAM_CUBIN,),
+    )
+    outcome.command += f" && {shlex.join(res.argv)}"
+    outcome.output = (outcome.output + "\n" + res.output).strip()
+    if not _finished(outcome, res, build.tu, snippet, "ptxas (whole-program build)"):
+        return
+    resources = parse_ptxas_resources(res.output)
+    if resources:
+        outcome.resources = resources
+    outcome.warnings += dx.meaning_warnings(res.output, dx.PROGRAM_BUILD)
+    build.device_binary = build.workdir / PROGRAM_CUBIN
 
 
 def _finished(outcome: StepOutcome, res: ProcessResult, tu: TranslationUnit, snippet: Snippet, tool: str) -> bool:
