@@ -77,11 +77,11 @@ toolchain:
 	@if command -v nvcc >/dev/null || [ -n "$$KERNELWIKI_NVCC" ] || [ -x /usr/local/cuda/bin/nvcc ]; then :; \
 	else $(call missing,nvcc,install the CUDA toolkit 13 or set KERNELWIKI_NVCC,snippets are not compiled); fi
 
-# a second CUDA release and the disassembler from pip wheels for the matrix tests (docs/toolchains.md): ~115 MB
-# downloaded once (pip's cache after), nothing system-wide
+# a second CUDA release, a 12.x one (ptxas + NVRTC: device-only builds) and the disassembler from pip wheels for the
+# matrix and NVRTC tests (docs/toolchains.md): ~250 MB downloaded once (pip's cache after), nothing system-wide
 toolchains: $(TEST_STAMP)
-	@$(BIN)/kernelwiki toolchains install 13.1 disasm >/dev/null || \
-	  $(call missing,CUDA 13.1 wheels,pip could not install them into .kernelwiki/toolchains,the toolchain matrix tests are skipped)
+	@$(BIN)/kernelwiki toolchains install 13.1 12.9 disasm >/dev/null || \
+	  $(call missing,CUDA 13.1/12.9 wheels,pip could not install them into .kernelwiki/toolchains,the toolchain matrix tests are skipped)
 
 # bubblewrap: the runner's sandbox (docs/sandbox.md); without it snippets are neither compiled nor run
 sandbox:

@@ -1,7 +1,7 @@
 #!/bin/bash
 T=$(realpath "${KERNELWIKI_TOOLCHAINS:-.kernelwiki/toolchains}")
 cd "$(mktemp -d)"  # scratch modules
-for p in $T/12.8/nvidia/cuda_nvcc/bin/ptxas $T/12.9/nvidia/cuda_nvcc/bin/ptxas /usr/local/cuda/bin/ptxas $T/13.3/nvidia/cu13/bin/ptxas; do
+for p in $T/12.8/nvidia/cuda_nvcc/bin/ptxas $T/12.9/nvidia/cuda_nvcc/bin/ptxas /usr/local/cuda/bin/ptxas $T/13.3/nvidia/cu13/bin/ptxas $T/13.4/nvidia/cu13/bin/ptxas $T/13.5/nvidia/cu13/bin/ptxas; do
  ok=""
  for v in 8.0 8.5 8.6 8.7; do
 cat > t.ptx <<P
@@ -19,5 +19,5 @@ ret;
 P
   $p -arch=sm_90a t.ptx -o /dev/null 2>/dev/null && ok="$ok $v"
  done
- echo "$($p --version | grep -o 'V[0-9.]*') .shared::cta dst:${ok:- none}"
+ echo "$($p --version | grep -o 'V[0-9][0-9.]*') .shared::cta dst:${ok:- none}"
 done

@@ -137,6 +137,7 @@ class Build:
     program_files: dict[str, bytes] = field(default_factory=dict)  # their bytes, handed back through the sandbox
     device_binary: Path | None = None  # cubin / object / executable holding the SASS (read only inside the sandbox)
     ptx: str | None = None  # generated PTX (cuda) or the module (ptx)
+    no_program: str = ""  # why a clean build has no program to run (an NVRTC device-only build, runner/nvrtc.py)
 
     def cleanup(self) -> None:
         remove_workdir(self.workdir)

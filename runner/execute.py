@@ -91,6 +91,8 @@ def run_step(
     build: Build, snippet: Snippet, target: str, gpu: Gpu | None, toolchain: Toolchain, isolation: str | None = None
 ) -> StepOutcome:
     """Run the program of `build` on `gpu` (None: skipped) and judge it."""
+    if build.outcome.status == "pass" and build.no_program:
+        return StepOutcome(step="run", status="skipped", detail=build.no_program)
     if build.outcome.status != "pass" or not build.program:
         return StepOutcome(step="run", status="skipped", detail=f"not run: the compile step is {build.outcome.status}")
     if gpu is None:

@@ -24,6 +24,7 @@ from typing import Any
 
 from runner.artifacts import ArtifactStore
 from runner.evidence import EvidenceRecord
+from runner.nvrtc import NVRTC_UNSUPPORTED
 from runner.status import worst
 from runner.toolchain import Toolchain
 from runner.toolchains import SYSTEM, release_key, select_toolchain
@@ -33,9 +34,13 @@ REGISTER_FLIP = 0.20
 """Registers moving by this fraction (or more) between neighbouring toolchains is a flip."""
 
 UNSUPPORTED = "unsupported"
-"""Cell status where a toolchain cannot build the language at all (12.x wheels: ptxas only)."""
+"""Cell status where a toolchain cannot build the block: 12.x wheels have no nvcc, so cpp blocks and cuda blocks that
+need libcu++/CuTe/CUTLASS (runner/nvrtc.py) are not built; without NVRTC installed, no cuda block is."""
 
 GOOD = frozenset({"pass", "xfail"})
+
+DEVICE_ONLY_LABEL = "(device only)"
+"""How the label of a 12.x toolchain building through NVRTC ends (runner/toolchain.py): its cells are device code only."""
 """Cell statuses that mean the snippet does what its page says with that toolchain."""
 
 
@@ -117,8 +122,12 @@ def cells_from_records(records: Iterable[EvidenceRecord], release: str, toolchai
         sass_rec = next((r for r in recs if r.step == "sass"), None)
         relevant = [r.status for r in recs if not (r.step == "run" and r.status == "skipped")]
         status = worst(relevant, default="pass")
-        if not toolchain.nvcc and compile_rec.lang in ("cuda", "cpp") and compile_rec.status == "error":
-            status = UNSUPPORTED
+        if not toolchain.nvcc and compile_rec.lang in ("cuda", "cpp") and compile_rec.status in ("error", "skipped"):
+            if compile_rec.error_kind == NVRTC_UNSUPPORTED or not toolchain.nvrtc:
+                status = UNSUPPORTED  # 12.x: host code, or a header NVRTC has not here; without NVRTC no C++ at all
+        message = next((r.message for r in recs if r.status not in GOOD and r.message), "")
+        if status in GOOD and compile_rec.toolchain.endswith(DEVICE_ONLY_LABEL):
+            message = compile_rec.message  # "NVRTC device-only build (CUDA 12.9): device code only; host code not built: main"
         res = compile_rec.resources or {}
         spills = (res.get("spill_store_bytes") or 0) + (res.get("spill_load_bytes") or 0) if res else None
         art = getattr(compile_rec, "artifacts", {}) or {}
@@ -133,7 +142,7 @@ def cells_from_records(records: Iterable[EvidenceRecord], release: str, toolchai
                 mode=compile_rec.mode,
                 lang=compile_rec.lang,
                 status=status,
-                message=next((r.message for r in recs if r.status not in GOOD and r.message), "")[:500],
+                message=message[:500],
                 registers=res.get("registers"),
                 smem_bytes=res.get("smem_bytes"),
                 spill_bytes=spills,
@@ -206,7 +215,7 @@ def matrix_stamp(pages_root: Path | str, names: list[str], toolchains_root: Path
     from snippets.page import iter_page_files
 
     digest = hashlib.sha256(f"{RUNNER_VERSION}|{extra or []}".encode())
-    root = Path(pages_root)
+    root = Path(pages_root).resolve()  # iter_page_files gives resolved paths: a relative --wiki failed here
     for path in iter_page_files(root):
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     for name in [*names, DISASM]:
@@ -271,7 +280,9 @@ def _ranges(releases: list[str]) -> str:
 
 
 def known_good(cells: Iterable[MatrixCell]) -> str:
-    """One snippet's matrix as a line: "known good: CUDA 12.9–13.1 · fail since 13.1" ("" without cells)."""
+    """One snippet's matrix as a line: "known good: CUDA 12.9–13.1 · fail since 13.1" ("" without cells), with
+    "· 12.8–12.9: device code only (NVRTC)" where good releases built only the device code."""
+    cells = list(cells)
     per_release: dict[str, list[str]] = {}
     for c in cells:
         if c.status != UNSUPPORTED:
@@ -291,6 +302,11 @@ def known_good(cells: Iterable[MatrixCell]) -> str:
     elif len(good) != len(ordered):
         bad = [r for r in ordered if status[r] != "good"]
         parts.append(f"not good on {', '.join(bad)}")
+    device_only = sorted(
+        {c.release for c in cells if c.release in good and c.toolchain.endswith(DEVICE_ONLY_LABEL)}, key=release_key
+    )
+    if device_only:
+        parts.append(f"{_ranges(device_only)}: device code only (NVRTC)")
     return " · ".join(parts)
 
 

@@ -40,13 +40,18 @@ class Toolchain:
     cuobjdump: str | None = None  # path of cuobjdump (SASS checks)
     nvdisasm: str | None = None  # path of nvdisasm (cuobjdump -sass needs it since CUDA 13)
     host_compiler: str | None = None  # `g++ --version` first line, part of the fingerprint
+    nvrtc: str | None = None  # libnvrtc of a 12.x wheel toolchain (cuda blocks built device-only, runner/nvrtc.py)
+    nvrtc_include: tuple[str, ...] = ()  # device headers NVRTC reads (the cuda-runtime wheel's include folder)
     python: str = sys.executable  # interpreter for python blocks
     python_version: str = sys.version.split()[0]
     notes: list[str] = field(default_factory=list)  # why a tool is missing
 
     @property
     def label(self) -> str:
-        """Short name recorded in evidence, e.g. "nvcc 13.0.88" ("ptxas 12.9.86" for a ptxas-only wheel toolchain)."""
+        """Short name recorded in evidence, e.g. "nvcc 13.0.88" ("nvrtc 12.9.86 (device only)" for a 12.x wheel
+        toolchain with NVRTC, "ptxas 12.9.86" for one without)."""
+        if self.nvcc_version and not self.nvcc and self.nvrtc and self.ptxas:
+            return f"nvrtc {self.nvcc_version} (device only)"
         if self.nvcc_version and not self.nvcc and self.ptxas:
             return f"ptxas {self.nvcc_version}"
         return f"nvcc {self.nvcc_version}" if self.nvcc_version else "nvcc missing"

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runner.nvrtc import NVRTC_RECIPE
 from runner.toolchain import Toolchain, discover_toolchain
 
 DEFAULT_TOOLCHAINS_DIR = Path(".kernelwiki/toolchains")
@@ -78,7 +79,9 @@ def packages_for(release: str) -> list[str]:
         raise ToolchainError(f"'{release}' is not a CUDA release: write it as MAJOR.MINOR, e.g. 12.9 or 13.1")
     major = int(m.group(1))
     if major == 12:
-        return [f"nvidia-cuda-nvcc-cu12=={release}.*"]
+        # ptxas (and libnvvm) only: NVRTC of the same release compiles CUDA C++ to PTX with the device headers
+        # (cuda_fp16.h, …) of the runtime wheel (runner/nvrtc.py)
+        return [f"nvidia-cuda-{name}-cu12=={release}.*" for name in ("nvcc", "nvrtc", "runtime")]
     if major == 13:
         pinned = [f"nvidia-{name}=={release}.*" for name in ("cuda-nvcc", "nvvm", "cuda-crt", "cuda-runtime")]
         # nvidia-cuda-cccl follows the CUDA release up to 13.2 (13.2.86); from 13.3 on its version is "13." + CCCL's own
@@ -130,8 +133,11 @@ def install_toolchain(release: str, root: Path, *, pip_args: list[str] | None = 
     if (folder / MANIFEST).is_file() and not force:
         complete_layout(folder)  # installs made before the layout links
         data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-        result.packages, result.bytes_on_disk, result.already = data.get("packages", {}), data.get("bytes_on_disk", 0), True
-        return result
+        have = {name.lower() for name in data.get("packages", {})}
+        if {re.split(r"[=<>!~]", spec)[0].lower() for spec in wanted} <= have:
+            result.packages, result.bytes_on_disk, result.already = data.get("packages", {}), data.get("bytes_on_disk", 0), True
+            return result
+        # else an install of an older wheel set (a 12.x one before NVRTC): completed below
     folder.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "pip", "install", "--no-deps", "--upgrade", "--target", str(folder), *(pip_args or []), *wanted]
     started = time.monotonic()
@@ -184,6 +190,15 @@ def _tool(folder: Path, name: str) -> str | None:
     return None
 
 
+def _nvrtc(folder: Path) -> tuple[str | None, tuple[str, ...]]:
+    """libnvrtc of a 12.x install and the include folders of its device headers (cuda_fp16.h, …), where present."""
+    libs = sorted(folder.resolve().glob("nvidia/cuda_nvrtc/lib/libnvrtc.so.*[0-9]"))
+    include = folder.resolve() / "nvidia" / "cuda_runtime" / "include"
+    if not libs or not (include / "cuda_fp16.h").is_file():
+        return None, ()
+    return str(libs[0]), (str(include),)
+
+
 def disassembler(root: Path) -> tuple[str | None, str | None]:
     """(nvdisasm, cuobjdump) of the shared disassembler install, where present."""
     folder = root / DISASM
@@ -221,17 +236,26 @@ def select_toolchain(release: str, root: Path) -> Toolchain:
         if nvcc:
             tc = discover_toolchain(nvcc)
             tc.ptxas = _tool(folder, "ptxas")
-        else:  # 12.x wheels: ptxas only
+        else:  # 12.x wheels: ptxas, and NVRTC for device code (runner/nvrtc.py)
             tc = Toolchain()
             tc.ptxas = _tool(folder, "ptxas")
-            tc.notes.append(f"CUDA {release} wheels hold ptxas and libnvvm but no nvcc: cuda and cpp blocks are not built")
+            tc.nvrtc, tc.nvrtc_include = _nvrtc(folder)
+            if tc.nvrtc:
+                tc.notes.append(
+                    f"CUDA {release} wheels hold no nvcc: cuda blocks are built device-only with NVRTC, cpp blocks not"
+                )
+            else:
+                tc.notes.append(
+                    f"CUDA {release} wheels hold ptxas and libnvvm but no nvcc, and NVRTC is not installed: cuda and cpp blocks "
+                    f"are not built (`kernelwiki toolchains install --force {release}` adds NVRTC)"
+                )
             if tc.ptxas:
                 m = _PTXAS_RELEASE.search(
                     subprocess.run([tc.ptxas, "--version"], capture_output=True, text=True, timeout=30).stdout
                 )
                 if m:
                     tc.nvcc_release, tc.nvcc_version = m.group(1), m.group(2)
-                    tc.nvcc_build = "ptxas-only"
+                    tc.nvcc_build = f"nvrtc+{NVRTC_RECIPE}" if tc.nvrtc else "ptxas-only"
         # The wheels installed are part of what builds (a missing header package changes results): in the fingerprint.
         tc.nvcc_build = f"{tc.nvcc_build}+{LAYOUT}+" + ",".join(f"{k}=={v}" for k, v in sorted(wheels.items()))
     if nvdisasm:

@@ -28,6 +28,7 @@ from runner.evidence import EvidenceRecord, write_jsonl
 from runner.execute import run_step
 from runner.gpus import Gpu, discover_gpus_cached, pick_gpu
 from runner.ncu import find_ncu, ncu_step
+from runner.nvrtc import build_nvrtc
 from runner.outcome import StepOutcome, to_record
 from runner.sandbox import detect_isolation
 from runner.status import FAILING, SYNTAX_OK, honest_python, worst
@@ -306,7 +307,10 @@ def _compute(snippet: Snippet, target: str, gpu: Gpu | None, wants_run: bool, ct
     batch = ctx.batches.get(id(snippet))
     if ctx.on_step is not None:
         ctx.on_step(snippet.id, target, "compile")
-    build = build_snippet(snippet, build_target, ctx.toolchain, want_program=wants_run, isolation=ctx.isolation, batch=batch)
+    if ctx.toolchain.nvrtc and not ctx.toolchain.nvcc and snippet.lang in ("cuda", "cpp"):  # 12.x wheels: device code only
+        build = build_nvrtc(snippet, build_target, ctx.toolchain, want_program=wants_run, isolation=ctx.isolation)
+    else:
+        build = build_snippet(snippet, build_target, ctx.toolchain, want_program=wants_run, isolation=ctx.isolation, batch=batch)
     try:
         outcomes = [build.outcome]
         if ctx.artifacts is not None and build.outcome.status == "pass":

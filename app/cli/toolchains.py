@@ -69,10 +69,10 @@ def list_toolchains(root: RootOpt = None) -> None:
     from runner.toolchains import SYSTEM, disassembler, installed_releases, select_toolchain
 
     base = _root(root)
-    table = Table("release", "toolchain", "nvcc", "ptxas")
+    table = Table("release", "toolchain", "nvcc (or NVRTC: device code only)", "ptxas")
     for name in [SYSTEM, *installed_releases(base)]:
         tc = select_toolchain(name, base)
-        table.add_row(name, tc.label if tc.nvcc else f"ptxas {tc.nvcc_version}", tc.nvcc or "—", tc.ptxas or "—")
+        table.add_row(name, tc.label, tc.nvcc or tc.nvrtc or "—", tc.ptxas or "—")
     out.print(table)
     out.print(f"disassembler: {disassembler(base)[0] or 'not installed (`kernelwiki toolchains install disasm`)'}")
 

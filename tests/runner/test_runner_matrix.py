@@ -134,7 +134,7 @@ def test_toolchains_install_into_a_project_folder_and_refuse_unknown_releases(tm
     (work / "p.cu").write_text("__global__ void k(int* x) { *x = 1; }\nint main() { k<<<1, 1>>>(nullptr); return 0; }\n")
     linked = run_process([str(tc.nvcc), "-gencode=arch=compute_90a,code=sm_90a", "p.cu", "-o", "p"], work, 240)
     assert linked.exit_code == 0, linked.output
-    assert packages_for("12.9") == ["nvidia-cuda-nvcc-cu12==12.9.*"]
+    assert packages_for("12.9")[0] == "nvidia-cuda-nvcc-cu12==12.9.*"
     with pytest.raises(ToolchainError, match="MAJOR.MINOR"):
         packages_for("13")
     with pytest.raises(ToolchainError, match="only 12.x and 13.x"):
