@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from app.evidence import matrix_cells
 from app.evidence.matrix_cells import MATRIX_FILE as MATRIX_FILE  # where the committed cells are (app/cli/toolchains.py)
@@ -85,8 +86,10 @@ class MatrixData:
     def engine(self) -> Engine:
         return self._engine if isinstance(self._engine, Engine) else self._engine()
 
-    def _current(self) -> list[MatrixCell]:
-        with self.engine.connect() as conn:
+    def _current(self, conn: Connection | None = None) -> list[MatrixCell]:
+        """The cells, re-read when the matrix generation moved; through `conn` when given (a request holding one
+        connection must not ask the pool for a second: a pool of one would wait, then fail)."""
+        with nullcontext(conn) if conn is not None else self.engine.connect() as conn:
             gen = matrix_cells.generation(conn)
             with self._lock:
                 if gen != self._generation:
@@ -103,16 +106,18 @@ class MatrixData:
         cells = self._current()
         return cells if page_id is None else [c for c in cells if c.page_id == page_id]
 
-    def snippet_cells(self, snippet_id: str) -> list[MatrixCell]:
-        self._current()
+    def snippet_cells(self, snippet_id: str, conn: Connection | None = None) -> list[MatrixCell]:
+        self._current(conn)
         return sorted(self._by_snippet.get(snippet_id, []), key=lambda c: (c.target, release_key(c.release)))
 
     def releases(self) -> list[str]:
         return sorted({c.release for c in self._current()}, key=release_key)
 
-    def listing(self, snippet_id: str, target: str | None, toolchain: str | None, kind: str) -> Listing:
+    def listing(
+        self, snippet_id: str, target: str | None, toolchain: str | None, kind: str, conn: Connection | None = None
+    ) -> Listing:
         """The SASS or PTX of one snippet × target × toolchain (newest toolchain when none is named)."""
-        cells = self.snippet_cells(snippet_id)
+        cells = self.snippet_cells(snippet_id, conn)
         if not cells:
             raise ArtifactNotFound(f"snippet: no matrix cells for '{snippet_id}'")
         targets = sorted({c.target for c in cells})
@@ -155,9 +160,9 @@ class MatrixData:
         lb = b if b.startswith("sm_") else f"CUDA {right.release}"
         return diff_listings(left.text, right.text, la, lb, left.resources, right.resources), left, right
 
-    def matrix(self, snippet_id: str) -> dict[str, Any]:
+    def matrix(self, snippet_id: str, conn: Connection | None = None) -> dict[str, Any]:
         """A snippet's targets × toolchains, its known-good line and its flips."""
-        cells = self.snippet_cells(snippet_id)
+        cells = self.snippet_cells(snippet_id, conn)
         if not cells:
             raise ArtifactNotFound(f"snippet: no matrix cells for '{snippet_id}'")
         return {

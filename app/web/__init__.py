@@ -16,7 +16,7 @@ from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
 from app.web.routes import router
-from app.web.sass import install_matrix_line, router as sass_router
+from app.web.sass import router as sass_router
 from app.web.state import STATIC, WebState
 
 ErrorRenderer = Callable[[Request, int, Any], Response]
@@ -41,5 +41,4 @@ def install_web(app: FastAPI) -> ErrorRenderer:
 
     app.include_router(repository_router)
     app.include_router(sass_router)  # SASS, diff and /changes views (issue 24)
-    install_matrix_line(app)
     return html_error_renderer

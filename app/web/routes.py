@@ -17,6 +17,7 @@ from app.index.filters import Filters
 from app.search import FACETS
 from app.web.graph import GRAPH_NODES, layout
 from app.web.respond import html_page
+from app.web.sass import matrix_lines
 from app.web.state import web_state
 from app.web.views import dashboard_view, home_view, listing_as_results, page_view
 
@@ -89,7 +90,8 @@ def _page_response(request: Request, pages: PagesDep, conn: ConnDep, page_id: st
     view = page_view(pages, web_state(request), page_id, conn)
     if view is None:
         raise HTTPException(404, f"There is no page with the id “{page_id}”.")
-    return html_page(request, "page.html", {"view": view, "p": view.page, "title": view.page.title, "canonical": canonical})
+    context = {"view": view, "p": view.page, "title": view.page.title, "canonical": canonical}
+    return html_page(request, "page.html", context | {"matrices": matrix_lines(request, conn, view.evidence)})
 
 
 @router.get("/pages/{page_id}")

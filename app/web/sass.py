@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -76,16 +77,11 @@ def _error(request: Request, title: str, message: str) -> Response:
     return html_page(request, "sass.html", {"title": title, "error": message}, status=404)
 
 
-def install_matrix_line(app: Any) -> None:
-    """Make `toolchain_matrix(snippet_id)` available to the page template (_matrix.html): the snippet's matrix or None."""
-
-    def toolchain_matrix(snippet_id: str) -> dict[str, Any] | None:
-        data = matrix_data(app)
-        if not data.snippet_cells(snippet_id):
-            return None
-        return data.matrix(snippet_id)
-
-    app.state.web.env.globals["toolchain_matrix"] = toolchain_matrix
+def matrix_lines(request: Request, conn: Connection, snippet_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """The matrix of each snippet that has cells, for the page's matrix lines (_matrix.html), read through the
+    request's connection."""
+    data = matrix_data(request)
+    return {sid: data.matrix(sid, conn) for sid in snippet_ids if data.snippet_cells(sid, conn)}
 
 
 @router.get("/snippets/{snippet_id}/sass")
@@ -94,8 +90,8 @@ def sass_view(
 ) -> Response:
     data = matrix_data(request)
     try:
-        listing = data.listing(snippet_id, target, toolchain, "sass")
-        matrix = data.matrix(snippet_id)
+        listing = data.listing(snippet_id, target, toolchain, "sass", conn)
+        matrix = data.matrix(snippet_id, conn)
     except ArtifactNotFound as exc:
         return _error(request, f"SASS of {snippet_id}", str(exc))
     names = families(listing.text)
