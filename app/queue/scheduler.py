@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -275,24 +275,8 @@ class Scheduler:
             planned = keep
         if not planned:
             return report
-        queued = self._queued({lock_of(p.snippet_id, p.target) for p in planned})
-        now = datetime.now(UTC).isoformat(timespec="microseconds")
-        fresh: list[pjobs.Job] = []
-        for p in planned:
-            waiting = queued.get(lock_of(p.snippet_id, p.target))
-            if waiting is not None:
-                job_id, waiting_hash, waiting_forced = waiting
-                # The waiting job does what this one would, unless this one is forced and it is not
-                # (a forced fan-out must not be swallowed by the on-edit job queued at start).
-                if waiting_hash == p.content_hash and (waiting_forced or not force):
-                    report.already_queued += 1
-                    continue
-                if self.app.job_manager.cancel_job_by_id(job_id):
-                    report.replaced += 1
-                # else it started meanwhile: the new content is queued all the same
-            fresh.append(p.job(force, now))
-        for i in range(0, len(fresh), BATCH):
-            self._defer(fresh[i : i + BATCH], report)
+        locks = [lock_of(p.snippet_id, p.target) for p in planned]
+        self._defer_replacing(planned, locks, self._queued(set(locks)), force, report)
         return report
 
     def enqueue_matrix(
@@ -308,23 +292,37 @@ class Scheduler:
         planned = plan_matrix(self.store, chosen, snippet_ids, force)
         if not planned:
             return report
-        locks = {matrix_lock(p.snippet_id, p.target, p.release) for p in planned}
-        queued = self._queued(locks, MATRIX)
+        locks = [matrix_lock(p.snippet_id, p.target, p.release) for p in planned]
+        self._defer_replacing(planned, locks, self._queued(set(locks), MATRIX), force, report)
+        return report
+
+    def _defer_replacing(
+        self,
+        planned: Sequence[Planned | PlannedCell],
+        locks: Sequence[str],
+        queued: dict[str, tuple[int, str, bool]],
+        force: bool,
+        report: EnqueueReport,
+    ) -> None:
+        """Queue each planned job (its queueing lock in `locks`) unless a waiting job does the same; a waiting job
+        for other content is cancelled and replaced."""
         now = datetime.now(UTC).isoformat(timespec="microseconds")
         fresh: list[pjobs.Job] = []
-        for p in planned:
-            waiting = queued.get(matrix_lock(p.snippet_id, p.target, p.release))
+        for p, lock in zip(planned, locks, strict=True):
+            waiting = queued.get(lock)
             if waiting is not None:
                 job_id, waiting_hash, waiting_forced = waiting
+                # The waiting job does what this one would, unless this one is forced and it is not
+                # (a forced fan-out must not be swallowed by the on-edit job queued at start).
                 if waiting_hash == p.content_hash and (waiting_forced or not force):
                     report.already_queued += 1
                     continue
                 if self.app.job_manager.cancel_job_by_id(job_id):
                     report.replaced += 1
+                # else it started meanwhile: the new content is queued all the same
             fresh.append(p.job(force, now))
         for i in range(0, len(fresh), BATCH):
             self._defer(fresh[i : i + BATCH], report)
-        return report
 
     def _defer(self, batch: list[pjobs.Job], report: EnqueueReport) -> None:
         try:
