@@ -332,7 +332,7 @@ def test_a_serving_engine_asks_for_other_processes_reindexes_at_most_every_refre
         writer.engine.dispose()
 
 
-RANKING_WIKI = Path(__file__).resolve().parent.parent / "fixtures" / "ranking_wiki"
+RANKING_WIKI = Path(__file__).resolve().parents[2] / "fixtures" / "ranking_wiki"
 
 
 def _ranked(db_url: str, root: Path, query: str) -> list[str]:

@@ -20,7 +20,7 @@ from app.index.db import make_engine
 from runner.matrix import MatrixCell, read_cells, write_cells
 from tests.conftest import LiveServer
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 @pytest.fixture

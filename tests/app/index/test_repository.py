@@ -19,7 +19,7 @@ from app.index.db import make_engine
 from app.index.pages import load_wiki
 from snippets.repository import condition_holds, open_repository, page_files, type_from_folder
 
-REPO = Path(__file__).resolve().parents[1] / "fixtures" / "kwrepo"
+REPO = Path(__file__).resolve().parents[2] / "fixtures" / "kwrepo"
 
 EXPECTED_ERRORS = {
     ("sources/docs/demo-benchmarks.md", "source_category 'benchmark-blog' is not allowed for type 'source-doc'"),

@@ -133,7 +133,7 @@ def test_stdio_server_spawned_by_the_cli_answers_every_tool(tmp_path: Path) -> N
             str(evidence),
         ],
         cwd=str(tmp_path),
-        env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        env={"PYTHONPATH": str(Path(__file__).resolve().parents[3])},
     )
 
     async def conversation() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1] / "fixtures" / "kwrepo"
+REPO = Path(__file__).resolve().parents[2] / "fixtures" / "kwrepo"
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from typing import Any
 from app.evidence.matrix_cells import MATRIX_FILE, all_cells, generation, load_matrix_file, store_cells
 from runner.matrix import MatrixCell, read_cells, write_cells
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def test_the_file_loads_once_and_what_left_it_leaves_the_table(store: Any, tmp_path: Path) -> None:
