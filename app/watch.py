@@ -224,8 +224,10 @@ class IndexKeeper:
                 self.stop_event.wait(WIKI_CHECK_S)  # a wiki folder that appears (or comes back) is watched from then on
             if self.stop_event.is_set():
                 return
-            if self.status.stale:  # it came back: catch up with what changed meanwhile
-                self._reindex_now()
+            # It came back: catch up with what changed meanwhile, but only once the watcher is armed (its first
+            # batch, at most WIKI_CHECK_S later). Reindexing before arming lost a file written between the walk and
+            # the arming: health said ok, and the page never appeared.
+            catch_up = bool(self.status.stale)
             log.info("watching %s for changes", wiki)
             for changes in watch(
                 wiki,
@@ -239,7 +241,8 @@ class IndexKeeper:
                 if not wiki.is_dir():
                     self.wiki_missing()
                     break  # watch it again once it is back (a folder put back is another inode)
-                if changes:
+                if changes or catch_up:
+                    catch_up = False
                     self._reindex_now()
 
     def _reindex_now(self) -> None:
