@@ -84,16 +84,41 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def run_with_cpu(command: list[str], timeout: float, every: float = 0.1, **popen: object) -> tuple[float, float]:
-    """Run `command` to its end: (wall seconds, CPU seconds of it and of every process below it).
+def user_pids(user: str) -> list[int]:
+    """The live processes of the system user `user` (e.g. the PostgreSQL server's, its backends included)."""
+    import pwd
 
-    Processes below it (a pool's workers, forked from a fork server that nobody waits for) are
-    sampled every `every` seconds from /proc while they live, so each may be short by up to that
-    much of its last interval; the command's own CPU (and its waited children's) comes from the kernel at its end.
+    uid = str(pwd.getpwnam(user).pw_uid)
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                status = (entry / "status").read_text()
+            except OSError:
+                continue
+            uid_line = next((line for line in status.splitlines() if line.startswith("Uid:")), "")
+            if uid_line.split()[1:2] == [uid]:
+                found.append(int(entry.name))
+    return found
+
+
+def run_with_cpu(
+    command: list[str], timeout: float, every: float = 0.1, server_user: str | None = None, **popen: object
+) -> tuple[float, float, float]:
+    """Run `command` to its end: (wall seconds, CPU seconds of it and of every process below it, CPU seconds
+    the processes of `server_user` used meanwhile, e.g. the PostgreSQL server's; 0.0 without one).
+
+    Processes below it (a pool's workers, forked from a fork server that nobody waits for) and the
+    server's are sampled every `every` seconds from /proc while they live, so each may be short by up to
+    that much of its last interval (a server backend that ends with the command's connection, too); the
+    command's own CPU (and its waited children's) comes from the kernel at its end. The server's figure
+    holds whatever else it served meanwhile: measure on a machine where nothing else uses it.
     """
     import subprocess
 
     before = os.times()
+    server_start = {pid: _own_cpu(pid) or 0.0 for pid in user_pids(server_user)} if server_user else {}
+    server_seen: dict[int, float] = {}
     started = time.perf_counter()
     proc = subprocess.Popen(command, **popen)  # type: ignore[call-overload]
     seen: dict[int, float] = {}
@@ -105,6 +130,10 @@ def run_with_cpu(command: list[str], timeout: float, every: float = 0.1, **popen
                 cpu = _own_cpu(pid)
                 if cpu is not None:
                     seen[pid] = max(cpu, seen.get(pid, 0.0))
+            for pid in user_pids(server_user) if server_user else []:
+                cpu = _own_cpu(pid)
+                if cpu is not None:
+                    server_seen[pid] = max(cpu, server_seen.get(pid, 0.0))
             time.sleep(every)
     finally:
         if proc.poll() is None:
@@ -115,4 +144,5 @@ def run_with_cpu(command: list[str], timeout: float, every: float = 0.1, **popen
     own = after.children_user + after.children_system - before.children_user - before.children_system
     if proc.returncode != 0:
         raise subprocess.CalledProcessError(proc.returncode, command)
-    return wall, own + sum(seen.values())
+    server = sum(cpu - server_start.get(pid, 0.0) for pid, cpu in server_seen.items())
+    return wall, own + sum(seen.values()), server
