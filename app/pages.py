@@ -25,6 +25,7 @@ from app.index.db import connected
 from app.index.filters import Filters
 from app.index.graph import GRAPH_LIMIT, graph
 from app.index.listing import list_pages, page_facets
+from app.index.markdown import render
 from app.index.models import DiagnosticRow, LinkRow, PageRow, SectionRow, table_of
 from app.index.per_generation import PerGeneration
 from app.index.perf import claims_of_page
@@ -48,10 +49,11 @@ class Pages:
         with connected(self.engine, conn) as conn:
             yield conn
 
-    def get_page(self, page_id: str, conn: Connection | None = None) -> PagePublic | None:
-        """Everything about a page: front matter, HTML, sections, links, backlinks, snippets with evidence."""
+    def get_page(self, page_id: str, conn: Connection | None = None, html: bool = False) -> PagePublic | None:
+        """Everything about a page: front matter, sections, links, backlinks, snippets with evidence, and with
+        `html` its body rendered (the page API; the web view renders with its own hooks)."""
         with self.connection(conn) as conn:
-            return page_view(conn, page_id, self.evidence)
+            return page_view(conn, page_id, self.evidence, html)
 
     def list_pages(
         self, filters: Filters, limit: int = 50, offset: int = 0, conn: Connection | None = None, facets: bool = True
@@ -92,8 +94,9 @@ class Pages:
             return lookup.page_sources(conn, page_ids)
 
 
-def page_view(conn: Connection, page_id: str, evidence: EvidenceStore) -> PagePublic | None:
-    """Everything about a page, or None: its rows, links both ways, diagnostics, and its snippets' evidence and claims."""
+def page_view(conn: Connection, page_id: str, evidence: EvidenceStore, html: bool = False) -> PagePublic | None:
+    """Everything about a page, or None: its rows, links both ways, diagnostics, and its snippets' evidence and claims;
+    with `html`, its body rendered to safe HTML (done on request: the index stores no HTML)."""
     page = conn.execute(table_of(PageRow).select().where(col(PageRow.id) == page_id)).first()
     if page is None:
         return None
@@ -156,7 +159,7 @@ def page_view(conn: Connection, page_id: str, evidence: EvidenceStore) -> PagePu
         type=page.type,
         path=page.path,
         meta=meta,
-        html=page.html,
+        html=render(page.body).html if html else "",
         toc=json.loads(page.toc),
         sections=sections,
         related=related,

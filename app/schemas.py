@@ -183,7 +183,7 @@ class PagePublic(BaseModel):
     type: str
     path: str
     meta: dict[str, Any] = Field(description="every front-matter field, unknown keys included")
-    html: str
+    html: str = Field(description="the body rendered to safe HTML (raw HTML escaped, unsafe link schemes refused)")
     toc: list[dict[str, Any]]
     sections: list[SectionPublic]
     related: list[LinkPublic]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
-from app.evidence.store import EvidenceStore
+from app.evidence.store import EvidenceStore, status_without_evidence
 from app.health import Health
 from app.index.build import IndexReport, reindex
 from app.index.db import create_schema, make_engine
@@ -50,9 +50,9 @@ class Store:
         process builds the host's full-text index from the SQL rows (app/search/sync.py).
         """
         if not full_text:
-            return reindex(self.engine, root, force=force, judge=self.evidence.refresh_statuses)
+            return reindex(self.engine, root, force=force, judge=self.evidence.refresh_statuses, fresh=status_without_evidence)
         with self.search_engine.writing():  # searches meanwhile ask for the generation, so none answers stale after the commit
-            report = reindex(self.engine, root, force=force, judge=self.evidence.refresh_statuses)
+            report = reindex(self.engine, root, force=force, judge=self.evidence.refresh_statuses, fresh=status_without_evidence)
             with self.engine.connect() as conn:
                 self.search_engine.sync(conn)
         return report

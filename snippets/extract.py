@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 from snippets.architectures import ANY_TARGET, normalize_architecture, target_of
 from snippets.attributes import DEFAULT_RUN_TIMEOUT_S, Attributes, InfoStringError, language_of, parse_attributes
@@ -34,9 +35,12 @@ def _parser() -> MarkdownIt:
     """One CommonMark parser of blocks per process, made on first use: building one (its rule chains) costs
     more than parsing a page, and parsing keeps its state in per-call objects, so calls and threads may share it.
 
-    Code blocks are blocks: the inline content of paragraphs and headings is left unparsed (half the work)."""
+    Code blocks are blocks: the inline content of paragraphs and headings is left unparsed (half the work).
+    Configured as the parser that renders pages (app/index/markdown.py), so a block is verified exactly when
+    the page shows it as code: raw HTML off (a fence inside `<!-- … -->` is shown, so it is a block) and
+    tables on (a fence line holding `|` above a delimiter row is a table row)."""
     if not _PARSERS:
-        _PARSERS.append(MarkdownIt("commonmark").disable(["inline", "text_join"]))
+        _PARSERS.append(MarkdownIt("commonmark", {"html": False}).enable("table").disable(["inline", "text_join"]))
     return _PARSERS[0]
 
 
@@ -110,18 +114,23 @@ def _check_combinations(lang: str, mode: str, attrs: Attributes) -> tuple[list[s
 
 
 def extract_snippets(
-    page_id: str, path: str, body: str, body_line: int, architectures: list[str]
+    page_id: str,
+    path: str,
+    body: str,
+    body_line: int,
+    architectures: list[str],
+    tokens: list[Token] | None = None,
 ) -> tuple[list[Snippet], list[Diagnostic]]:
     """Every verifiable block of a page body, in page order, plus the problems found.
 
     `body_line` is the 1-based file line of the body's first line; `architectures`
-    are the page's normalized values ("sm90a", "sm100a", …).
+    are the page's normalized values ("sm90a", "sm100a", …). `tokens`: the body already parsed by a
+    CommonMark parser with tables on (the index's one parse per page); parsed here when not given.
     """
     problems: list[Diagnostic] = []
     snippets: list[Snippet] = []
     page_targets = [target_of(a) for a in architectures]
-    tokens = _parser().parse(body)
-    for token in tokens:
+    for token in _parser().parse(body) if tokens is None else tokens:
         if token.type != "fence" or token.map is None:
             continue
         lang, word, rest = language_of(token.info)

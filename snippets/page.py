@@ -291,9 +291,11 @@ class PageIds:
 
     def claim(self, page: Page) -> Diagnostic | None:
         """None when `page` now owns its id; else the error for `page`, which is to be left out."""
-        owner = self.owners.setdefault(page.id, page.path)
-        if owner == page.path:
+        return self.claim_id(page.id, page.path, page.line_of("id"))
+
+    def claim_id(self, page_id: str, path: str, id_line: int) -> Diagnostic | None:
+        """`claim` for the page at `path` whose id, `page_id`, is on file line `id_line`."""
+        owner = self.owners.setdefault(page_id, path)
+        if owner == path:
             return None
-        return Diagnostic(
-            page.path, page.line_of("id"), "error", f"duplicate id '{page.id}': also used by {owner}; this page is left out"
-        )
+        return Diagnostic(path, id_line, "error", f"duplicate id '{page_id}': also used by {owner}; this page is left out")

@@ -21,7 +21,7 @@ def list_pages(pages: PagesDep, conn: ConnDep, filters: FiltersDep, limit: Limit
 
 @router.get("/pages/{page_id}", response_model=PagePublic)
 def get_page(pages: PagesDep, conn: ConnDep, page_id: str) -> PagePublic:
-    page = pages.get_page(page_id, conn=conn)
+    page = pages.get_page(page_id, conn=conn, html=True)
     if page is None:
         raise HTTPException(404, f"no page with id '{page_id}'")
     return page

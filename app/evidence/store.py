@@ -465,6 +465,22 @@ def status_lines(s: SnippetPublic) -> list[tuple[str, str]]:
     return [(t, s.target_status.get(t) or target_status(s.evidence.get(t, []))) for t in targets]
 
 
+def status_without_evidence(snippet: dict[str, Any]) -> tuple[str, list[tuple[str, int, str, int]]]:
+    """What `refresh_statuses` stores for a snippet that no record names yet, from the snippet alone
+    (`Snippet.to_dict()`): its status, and its dashboard lines as (target, target order, status, status rank).
+
+    The index's parse workers write it with the snippet's row (app/index/build.py), so a reindex judges
+    in SQL only the snippets that have records.
+    """
+    mode, targets = snippet["mode"], list(snippet["targets"])
+    summary = snippet_summary(mode, {}, targets, sass_checked(snippet))
+    if mode in NEVER_BUILT_MODES:
+        lines = [(NO_TARGET, summary.status)]
+    else:
+        lines = [(t, summary.targets.get(t) or target_status([])) for t in targets]
+    return summary.status, [(t, target_sort_key(t)[0], st, status_rules.rank(st)) for t, st in lines]
+
+
 def record_warnings(data: dict[str, Any]) -> list[str]:
     """A record's compiler warnings that change what its pass means (read from the output of older records)."""
     given = data.get("warnings")

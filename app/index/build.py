@@ -10,7 +10,6 @@ because their problem may lie in another file (a duplicate id).
 from __future__ import annotations
 
 import hashlib
-import json
 import multiprocessing
 import os
 import time
@@ -20,13 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sqlalchemy import delete, exists, func, insert, or_, update
+from sqlalchemy import delete, exists, insert, or_, update
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
-from app.index.db import bulk_insert, chunks, index_generation, serialize_status_writers
-from app.index.facets import facet_rows
-from app.index.markdown import description, render
+from app.index.db import bulk_insert, chunks, copy_text, index_generation, insert_rows, serialize_status_writers
+from app.index.markdown import first_sentence, outline
 from app.index.models import (
     AliasRow,
     ArchitectureRow,
@@ -43,13 +41,12 @@ from app.index.models import (
     StateRow,
     TagRow,
 )
+from app.index.page_rows import COLUMNS, TABLES, FreshJudge, page_rows
 from app.index.pagefile import read_page
 from app.index.pages import links_leaving, schema_problems
-from app.index.perf import rows_for as perf_rows
 from app.lifeline import exit_with
-from snippets.architectures import family
 from snippets.diagnostic import Diagnostic
-from snippets.page import Page, PageIds, inside, parse_page
+from snippets.page import PageIds, inside, parse_page
 from snippets.repository import Repository, not_a_page, open_repository, skill_folders
 
 PAGE_TABLES = (
@@ -99,46 +96,110 @@ class _Known(NamedTuple):
     page_id: str | None
 
 
+@dataclass(frozen=True)
+class Setting:
+    """What a parse worker needs besides the file: given once to each worker of a pool (its initializer)."""
+
+    root: str  # the wiki folder, real path
+    repo: Repository | None  # its layout and data files (aliases merged, schema checked), when it has them
+    copy: bool  # rows as PostgreSQL COPY text (bytes) rather than tuples (SQLite)
+    judge: FreshJudge | None = None  # the status of a snippet without evidence, written with its row
+
+
+class Task(NamedTuple):
+    """One file to prepare: its bytes when the parent read them already (to compare hashes), else None."""
+
+    rel: str  # path relative to the wiki root
+    raw: bytes | None
+    digest: str | None  # sha256 of `raw`
+
+
 @dataclass
 class Prepared:
-    """A file parsed, rendered and split into snippets: the CPU-heavy part, done in worker processes."""
+    """A file read, parsed and turned into rows: the CPU-heavy part, done in worker processes.
+
+    Small to send back: the parent checks the page's id against the others', writes the rows and
+    records the file; it never sees the page itself.
+    """
 
     rel: str  # path relative to the wiki root
     digest: str  # sha256 of the file's bytes
-    page: Page | None  # None when the file has errors
+    page_id: str | None  # None when the file has errors
+    id_line: int  # file line of the page's id (for a duplicate-id error)
     diagnostics: list[Diagnostic]
-    html: str = ""
-    toc: list[dict[str, Any]] = field(default_factory=list)
-    sections: list[Any] = field(default_factory=list)  # app.index.markdown.Section
-    snippets: list[dict[str, Any]] = field(default_factory=list)  # Snippet.to_dict()
-    description: str = ""  # the body's first sentence (llms.txt)
+    schema: list[Diagnostic] = field(default_factory=list)  # the repository schema's findings: kept if the page keeps its id
+    snippets: list[tuple[str, str]] = field(default_factory=list)  # (snippet id, content hash) of every block
+    rows: dict[str, list[tuple[Any, ...]] | bytes] = field(default_factory=dict)  # table name → rows (app/index/page_rows.py)
 
 
-def prepare(rel: str, raw: bytes, digest: str) -> Prepared:
-    """Parse, render and extract one file (pure: safe to run in another process)."""
-    page, diags = parse_page(raw, rel)
+_SETTING: list[Setting] = []
+"""A parse worker's `Setting` (set by `_start_worker`)."""
+
+
+def _start_worker(parent: int, setting: Setting) -> None:
+    exit_with(parent)  # each worker ends with the indexing process, even when that is killed (app/lifeline.py)
+    _SETTING[:] = [setting]
+
+
+def prepare(task: Task, setting: Setting | None = None) -> Prepared:
+    """Read (unless the parent did), parse, outline and extract one file, and make its rows.
+
+    Pure but for reading the file: safe to run in another process. One Markdown parse per page
+    (`outline`): the sections, the description and the code blocks all come from its tokens.
+    """
+    setting = setting or _SETTING[0]
+    diags: list[Diagnostic] = []
+    raw, digest = task.raw, task.digest
+    if raw is None:
+        try:
+            raw = read_page(setting.root, task.rel)  # without following links swapped in since the walk (app/index/pagefile.py)
+        except OSError as exc:
+            diags.append(Diagnostic(task.rel, 1, "error", f"cannot read file: {exc.strerror}"))
+            raw = b""
+        digest = hashlib.sha256(raw).hexdigest()
+    assert digest is not None
+    page, parse_diags = parse_page(raw, task.rel)
+    diags += parse_diags
     if page is None:
-        return Prepared(rel, digest, None, diags)
-    rendered = render(page.body)
+        return Prepared(task.rel, digest, None, 1, diags)
+    repo = setting.repo
+    schema: list[Diagnostic] = []
+    if repo is not None:
+        if repo.aliases:
+            page.aliases = page.aliases + repo.aliases_for(page.id, page.aliases)  # data/aliases.yaml merged
+        schema = schema_problems(repo, page)  # stored with the file's diagnostics: the page and the API show them
+    parsed = outline(page.body)
     found: list[dict[str, Any]] = []
     if "```" in page.body or "~~~" in page.body:
         from snippets.extract import extract_snippets
 
-        snips, problems = extract_snippets(page.id, page.path, page.body, page.body_line, page.architectures)
+        snips, problems = extract_snippets(
+            page.id, page.path, page.body, page.body_line, page.architectures, tokens=parsed.tokens
+        )
         found = [s.to_dict() for s in snips]
-        diags = diags + problems
-    return Prepared(rel, digest, page, diags, rendered.html, rendered.toc, rendered.sections, found, description(page.body))
+        diags += problems
+    rows = page_rows(page, parsed, found, first_sentence(parsed.tokens), setting.judge)
+    return Prepared(
+        task.rel,
+        digest,
+        page.id,
+        page.line_of("id"),
+        diags,
+        schema,
+        [(d["id"], d["content_hash"]) for d in found],
+        {name: copy_text(r) for name, r in rows.items() if r} if setting.copy else {n: r for n, r in rows.items() if r},
+    )
 
 
-def _prepare_all(items: list[tuple[str, bytes, str]]) -> Iterator[Prepared]:
+def _prepare_all(tasks: list[Task], setting: Setting) -> Iterator[Prepared]:
     """Prepare files in order, across processes when there are many (a full index of a large wiki).
 
     A generator: each result is handed on as soon as its batch is parsed, so the caller inserts the first
     pages while the workers parse the rest (parsing and inserting overlap).
     """
     workers = os.cpu_count() or 1
-    if len(items) < PARALLEL_THRESHOLD or workers < 2:
-        yield from (prepare(*item) for item in items)
+    if len(tasks) < PARALLEL_THRESHOLD or workers < 2:
+        yield from (prepare(task, setting) for task in tasks)
         return
     # Never fork: a child could inherit a lock some other thread held mid-step, and not every thread is
     # Python's to count (the server's, and native ones such as the search engine's). forkserver starts
@@ -146,10 +207,9 @@ def _prepare_all(items: list[tuple[str, bytes, str]]) -> Iterator[Prepared]:
     # point guards); its start-up is paid once per pool, and only for a wiki of PARALLEL_THRESHOLD files.
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["app.index.build"])  # imported once in the server, not once per child
-    # Each worker ends with this process even when it is killed (app/lifeline.py): no pool outlives a `kill -9`.
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=exit_with, initargs=(os.getpid(),))
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_start_worker, initargs=(os.getpid(), setting))
     try:
-        yield from pool.map(prepare, *zip(*items, strict=True), chunksize=PARSE_BATCH)
+        yield from pool.map(prepare, tasks, chunksize=PARSE_BATCH)
     finally:  # also when the caller stops early (an error while inserting): the batches not yet started are dropped
         pool.shutdown(wait=True, cancel_futures=True)
 
@@ -165,107 +225,31 @@ def _delete_pages(conn: Connection, page_ids: list[str]) -> None:
 
 
 class _Rows:
-    """Rows of every table, collected for a batch of pages and written with executemany."""
+    """Rows of every table, collected for a batch of pages and written in one statement a table."""
 
     def __init__(self) -> None:
-        self.by_table: dict[Any, list[dict[str, Any]]] = {
-            t: []
-            for t in (
-                PageRow,
-                AliasRow,
-                TagRow,
-                LanguageRow,
-                ArchitectureRow,
-                LinkRow,
-                SectionRow,
-                SnippetRow,
-                FacetRow,
-                PerformanceClaimRow,
-            )
-        }
+        self.by_table: dict[str, list[Any]] = {name: [] for name in TABLES}
 
-    def add_page(self, prep: Prepared, next_section: int) -> int:
-        page = prep.page
-        assert page is not None
-        meta = {
-            "id": page.id,
-            "title": page.title,
-            "type": page.type,
-            "architectures": page.architectures,
-            "languages": page.languages,
-            "tags": page.tags,
-            "aliases": page.aliases,
-            "confidence": page.confidence,
-            "evidence_level": page.evidence_level,
-            "evidence_basis": page.evidence_basis,
-            "related": page.related,
-            "sources": page.sources,
-            **page.extra,
-        }
-        rows = self.by_table
-        rows[PageRow].append(
-            {
-                "id": page.id,
-                "title": page.title,
-                "title_lower": page.title.lower(),
-                "type": page.type,
-                "path": page.path,
-                "confidence": page.confidence,
-                "evidence_level": page.evidence_level,
-                "meta": json.dumps(meta),
-                "body": page.body,
-                "body_line": page.body_line,
-                "html": prep.html,
-                "toc": json.dumps(prep.toc),
-                "content_hash": page.content_hash,
-                "description": prep.description,
-            }
-        )
-        rows[AliasRow] += [{"page_id": page.id, "alias": a, "alias_lower": a.lower()} for a in page.aliases]
-        rows[TagRow] += [{"page_id": page.id, "tag": t} for t in page.tags]
-        rows[LanguageRow] += [{"page_id": page.id, "language": lang} for lang in page.languages]
-        rows[ArchitectureRow] += [{"page_id": page.id, "arch": a, "family": family(a)} for a in page.architectures]
-        rows[FacetRow] += facet_rows(page)
-        rows[PerformanceClaimRow] += perf_rows(page)
-        rows[LinkRow] += [
-            {"source_id": page.id, "target_id": t, "kind": kind, "resolved": False}
-            for kind in ("related", "sources")
-            for t in getattr(page, kind)
-        ]
-        for section in prep.sections:
-            rows[SectionRow].append(
-                {
-                    "id": next_section,
-                    "page_id": page.id,
-                    "position": section.position,
-                    "level": section.level,
-                    "heading": section.heading,
-                    "anchor": section.anchor,
-                    "line": page.body_line + section.line - 1,
-                    "text": section.text,
-                }
-            )
-            next_section += 1
-        for data in prep.snippets:
-            rows[SnippetRow].append(
-                {
-                    "id": data["id"],
-                    "page_id": page.id,
-                    "position": data["index"],
-                    "line": data["line"],
-                    "lang": data["lang"],
-                    "mode": data["mode"],
-                    "targets": json.dumps(data["targets"]),
-                    "content_hash": data["content_hash"],
-                    "data": json.dumps(data),
-                }
-            )
-        return next_section
+    def add(self, prep: Prepared) -> None:
+        for name, rows in prep.rows.items():
+            if isinstance(rows, bytes):
+                self.by_table[name].append(rows)
+            else:
+                self.by_table[name] += rows
 
     def flush(self, conn: Connection) -> None:
-        for table, rows in self.by_table.items():
-            bulk_insert(conn, table, rows)
-            rows.clear()
+        for name, rows in self.by_table.items():
+            if rows:
+                table = TABLES[name]
+                insert_rows(conn, table, COLUMNS[table], b"".join(rows) if isinstance(rows[0], bytes) else rows)
+                rows.clear()
+
+
+def _copies_text(conn: Connection) -> bool:
+    """Whether the workers make COPY text for `conn` (PostgreSQL talking UTF-8, what `copy_text` writes)."""
+    if conn.dialect.name != "postgresql":
+        return False
+    return bool(conn.connection.dbapi_connection.info.encoding == "utf-8")  # type: ignore[union-attr]
 
 
 def _fast_walk(root: Path, repo: Repository | None = None) -> tuple[dict[str, tuple[str, int, int]], list[Diagnostic]]:
@@ -351,11 +335,15 @@ Judge = Callable[[Connection, list[str]], None]
 """Stores the statuses of snippets just written (app/evidence/store.py `EvidenceStore.refresh_statuses`), in the reindex's transaction."""
 
 
-def reindex(engine: Engine, root: Path, force: bool = False, judge: Judge | None = None) -> IndexReport:
+def reindex(
+    engine: Engine, root: Path, force: bool = False, judge: Judge | None = None, fresh: FreshJudge | None = None
+) -> IndexReport:
     """Bring the index in line with the wiki folder in one transaction (app.search follows it by generation).
 
-    `judge` is given the ids of every snippet row written (new or edited pages), so their stored statuses
-    follow the code they now hold (records of older code turn stale) in the same transaction.
+    `judge` is given the ids of the snippet rows written (new or edited pages), so their stored statuses
+    follow the code they now hold (records of older code turn stale) in the same transaction. With `fresh`,
+    the parse workers write each snippet's status without evidence with its row, and `judge` is given
+    only the snippets that some record names (none on a first index: the evidence is loaded after it).
     """
     started = time.perf_counter()
     report = IndexReport()
@@ -387,85 +375,83 @@ def reindex(engine: Engine, root: Path, force: bool = False, judge: Judge | None
         ]
         report.unchanged = len(on_disk) - len(candidates)
 
-        parsed: dict[str, tuple[bytes, str]] = {}
+        # A file the index knows as a page is read here, to tell an edit from a touch (same bytes, new mtime);
+        # the others (all of them on a first or forced index) are read by the parse workers.
+        tasks: list[Task] = []
         for rel in candidates:
             path, mtime, size = on_disk[rel]
+            old = known.get(rel)
+            if force or old is None or old.page_id is None:
+                tasks.append(Task(rel, None, None))
+                continue
             try:
                 raw = read_page(root, rel)  # without following links swapped in since the walk (app/index/pagefile.py)
-            except OSError as exc:
-                report.diagnostics.append(Diagnostic(rel, 1, "error", f"cannot read file: {exc.strerror}"))
-                raw = b""
+            except OSError:
+                tasks.append(Task(rel, None, None))  # the worker tries again and reports why it cannot
+                continue
             digest = hashlib.sha256(raw).hexdigest()
-            old = known.get(rel)
-            if not force and old is not None and old.page_id is not None and old.content_hash == digest:
+            if old.content_hash == digest:
                 conn.execute(update(FileRow).where(col(FileRow.path) == rel).values(mtime_ns=mtime, size=size))
                 report.unchanged += 1
                 continue
-            parsed[rel] = (raw, digest)
+            tasks.append(Task(rel, raw, digest))
 
-        old_ids = {rel: page_id for rel in gone + list(parsed) if rel in known and (page_id := known[rel].page_id)}
+        reparsed = [task.rel for task in tasks]
+        old_ids = {rel: page_id for rel in gone + reparsed if rel in known and (page_id := known[rel].page_id)}
         # Ids held by files that stay as they are: a new page may not take one of them.
         ids = PageIds(  # ids owned by pages not reparsed now
             {row.page_id: rel for rel, row in known.items() if row.page_id is not None and rel not in old_ids and rel in on_disk}
-            if parsed
+            if tasks
             else {}
         )
-        touched = gone + list(parsed)
+        touched = gone + reparsed
         # Snippet hashes already indexed (read before the edited pages' rows go): a snippet whose hash is not
         # among them is new code, to be verified (`changed_snippets`). An index-only scan; none on a first index.
-        known_hashes = {h for (h,) in conn.exec_driver_sql("SELECT DISTINCT content_hash FROM snippet")} if parsed else set()
+        known_hashes = {h for (h,) in conn.exec_driver_sql("SELECT DISTINCT content_hash FROM snippet")} if tasks else set()
         if touched:
             serialize_status_writers(conn)  # no evidence insert judges these snippets meanwhile
         _delete_pages(conn, sorted(set(old_ids.values())))
         for chunk in chunks(touched, 500):
             conn.execute(delete(FileRow).where(col(FileRow.path).in_(chunk)))
             conn.execute(delete(DiagnosticRow).where(col(DiagnosticRow.path).in_(chunk)))
-        next_section = (conn.execute(select(func.max(SectionRow.id))).scalar() or 0) + 1
         rows = _Rows()
-        pages: list[Page] = []
+        kept: dict[str, str] = {}  # path → id of every page written
         failed: set[str] = set()
         written: list[str] = []  # ids of the snippet rows written
+        file_rows: list[tuple[Any, ...]] = []
+        setting = Setting(os.path.realpath(root), repo, _copies_text(conn), fresh)
         # Pages are checked and their rows written as the parsing workers hand them over (in path order).
-        for prep in _prepare_all([(rel, raw, digest) for rel, (raw, digest) in sorted(parsed.items())]):
-            page = prep.page
-            if page is not None:
-                duplicate = ids.claim(page)
+        for prep in _prepare_all(sorted(tasks), setting):
+            page_id = prep.page_id
+            if page_id is not None:
+                duplicate = ids.claim_id(page_id, prep.rel, prep.id_line)
                 if duplicate is not None:
                     prep.diagnostics.append(duplicate)
-                    page = None
-            if page is None:
+                    page_id = None
+            if page_id is None:
                 failed.add(prep.rel)
             else:
-                if repo is not None and repo.aliases:
-                    page.aliases = page.aliases + repo.aliases_for(page.id, page.aliases)  # data/aliases.yaml merged
-                if repo is not None:  # stored with the file's diagnostics: the page and the API show them
-                    prep.diagnostics.extend(schema_problems(repo, page))
-                pages.append(page)
-                next_section = rows.add_page(prep, next_section)
-                written += [d["id"] for d in prep.snippets]
-                report.changed_snippets += [d["id"] for d in prep.snippets if d["content_hash"] not in known_hashes]
-                if len(pages) % INSERT_BATCH == 0:
+                prep.diagnostics += prep.schema
+                kept[prep.rel] = page_id
+                rows.add(prep)
+                written += [sid for sid, _ in prep.snippets]
+                report.changed_snippets += [sid for sid, h in prep.snippets if h not in known_hashes]
+                if len(kept) % INSERT_BATCH == 0:
                     rows.flush(conn)
+            _, mtime, size = on_disk[prep.rel]
+            file_rows.append((prep.rel, mtime, size, prep.digest, page_id))
             report.diagnostics.extend(prep.diagnostics)
         rows.flush(conn)
-        if judge is not None:
+        if judge is not None and fresh is not None and written:
+            recorded = {sid for (sid,) in conn.exec_driver_sql("SELECT DISTINCT snippet_id FROM evidence")}
+            judge(conn, [sid for sid in written if sid in recorded])
+        elif judge is not None:
             judge(conn, written)
-        path_to_id = {p.path: p.id for p in pages}
-        file_rows = [
-            {
-                "path": rel,
-                "mtime_ns": on_disk[rel][1],
-                "size": on_disk[rel][2],
-                "content_hash": digest,
-                "page_id": path_to_id.get(rel),
-            }
-            for rel, (_raw, digest) in parsed.items()
-        ]
-        bulk_insert(conn, FileRow, file_rows)
+        insert_rows(conn, FileRow, ("path", "mtime_ns", "size", "content_hash", "page_id"), file_rows)
         diag_rows = [{"path": d.path, "line": d.line, "severity": d.severity, "message": d.message} for d in report.diagnostics]
         bulk_insert(conn, DiagnosticRow, diag_rows)
         # Links can change resolution only where a page appeared or left, or where a page is new.
-        changed_ids = sorted(set(old_ids.values()) | {p.id for p in pages})
+        changed_ids = sorted(set(old_ids.values()) | set(kept.values()))
         # EXISTS, not IN (SELECT …): PostgreSQL then probes page's primary key per link.
         target_exists = exists(select(PageRow.id).where(col(PageRow.id) == LinkRow.target_id))
         if len(changed_ids) > LINK_SWEEP:  # a first or forced index: one pass over every link beats thousands of IN lists
@@ -480,7 +466,7 @@ def reindex(engine: Engine, root: Path, force: bool = False, judge: Judge | None
 
         if touched:
             bump_generation(conn)
-        new_ids = {p.id for p in pages}
+        new_ids = set(kept.values())
         previous = set(old_ids.values())
         report.added = sorted(new_ids - previous)
         report.updated = sorted(new_ids & previous)

@@ -125,36 +125,69 @@ def serialize_status_writers(conn: Connection) -> None:
 
 
 def bulk_insert(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
-    """Insert many rows (every row with the same keys): COPY on PostgreSQL, the driver's executemany on SQLite.
+    """Insert many rows (every row with the same keys) with `insert_rows`."""
+    if not rows:
+        return
+    columns = tuple(rows[0])
+    values = itemgetter(*columns) if len(columns) > 1 else lambda r: (r[columns[0]],)  # a tuple either way
+    insert_rows(conn, table, columns, [values(r) for r in rows])
 
-    Either way one statement for all rows, plain tuples: SQLAlchemy's per-row parameter processing cost
-    about as much as SQLite's own work (a full index inserts ~130,000 rows at 10,000 pages), and on
-    PostgreSQL COPY streams the rows instead of one round trip per batch. Every column is text, a number
-    or a boolean, so nothing needs SQLAlchemy's type processing. Text is scrubbed of NUL as `_without_nul` does.
+
+def copy_text(rows: list[tuple[Any, ...]]) -> bytes:
+    """`rows` in PostgreSQL's COPY text format (UTF-8): one line a row, values by tab, NULL as \\N.
+
+    Made by the index's parse workers, so the process that holds the transaction only streams bytes.
+    Every column is text, a number or a boolean.
+    """
+    lines: list[str] = []
+    for row in rows:
+        fields: list[str] = []
+        for v in row:
+            if v is None:
+                fields.append("\\N")
+            elif v is True or v is False:
+                fields.append("t" if v else "f")
+            elif isinstance(v, str):  # what the format escapes (backslash, tab, newline, return); NUL as `_without_nul` sends it
+                fields.append(
+                    v.replace("\\", "\\\\")
+                    .replace("\t", "\\t")
+                    .replace("\n", "\\n")
+                    .replace("\r", "\\r")
+                    .replace("\x00", "\ufffd")
+                )
+            else:
+                fields.append(str(v))
+        lines.append("\t".join(fields))
+    lines.append("")
+    return "\n".join(lines).encode()
+
+
+def insert_rows(conn: Connection, table: Any, columns: tuple[str, ...], rows: list[tuple[Any, ...]] | bytes) -> None:
+    """Insert `rows` (tuples in `columns` order; on PostgreSQL also `copy_text` bytes) in one statement.
+
+    COPY FROM STDIN on PostgreSQL (the rows streamed, not one round trip per batch), the driver's
+    executemany of plain tuples on SQLite: SQLAlchemy's per-row parameter processing cost about as much
+    as SQLite's own work (a full index inserts ~130,000 rows at 10,000 pages). Text reaches PostgreSQL
+    scrubbed of NUL as `_without_nul` does.
     """
     if not rows:
         return
-    columns = list(rows[0])
     name = table.__tablename__
-    values = itemgetter(*columns) if len(columns) > 1 else lambda r: (r[columns[0]],)  # a tuple either way
     if conn.dialect.name == "postgresql":
-        numeric = (int, float, bool)
-        texts = [i for i, c in enumerate(columns) if table.__table__.c[c].type.python_type not in numeric]  # may hold text
+        data = rows if isinstance(rows, bytes) else copy_text(rows)
         cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
         try:
             with cursor.copy(f"COPY {name} ({', '.join(columns)}) FROM STDIN") as copy:
-                for r in rows:
-                    row = values(r)
-                    if any(isinstance(v, str) and "\x00" in v for v in map(row.__getitem__, texts)):
-                        row = tuple(_scrub(v) for v in row)
-                    copy.write_row(row)
+                copy.write(data)
         finally:
             cursor.close()
         return
+    if isinstance(rows, bytes):
+        raise TypeError("COPY text is for PostgreSQL; SQLite takes tuples")
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     sql = f"INSERT INTO {name} ({', '.join(columns)}) VALUES ({', '.join([mark] * len(columns))})"
     for chunk in chunks(rows, 5000):
-        conn.exec_driver_sql(sql, [values(r) for r in chunk])
+        conn.exec_driver_sql(sql, chunk)
 
 
 def create_schema(engine: Engine) -> None:

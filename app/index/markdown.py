@@ -120,13 +120,19 @@ def _inline_text(token: Token) -> str:
     return "".join(" " if c.type in ("softbreak", "hardbreak") else c.content for c in token.children)
 
 
-def render(
-    body: str, fence: FenceRenderer | None = None, link: LinkRewriter | None = None, heading: HeadingRenderer | None = None
-) -> Rendered:
-    """Render a page body; `fence` may replace the HTML of fenced code blocks, `link` the targets of links and
-    `heading` the level and end of headings."""
-    md = _shared_parser()
-    tokens = md.parse(body)
+@dataclass
+class Outline:
+    """A page body parsed once: its tokens (heading anchors set), sections and table of contents."""
+
+    tokens: list[Token]
+    sections: list[Section] = field(default_factory=list)
+    toc: list[dict[str, Any]] = field(default_factory=list)  # [{level, heading, anchor}]
+
+
+def outline(body: str) -> Outline:
+    """Parse a page body with the shared parser: the tokens every other use reads (HTML, code blocks,
+    description), its sections for search and its table of contents."""
+    tokens = _shared_parser().parse(body)
     sections: list[Section] = [Section(0, 0, "", "", 1, "")]
     toc: list[dict[str, Any]] = []
     used: dict[str, int] = {}
@@ -152,52 +158,40 @@ def render(
         section.text = "\n".join(p for p in parts if p)
     if not sections[0].text and len(sections) > 1:
         sections.pop(0)
-
-    html_out = md.renderer.render(tokens, md.options, {"fence": fence, "fence_count": 0, "link": link, "heading": heading})
-    return Rendered(html=html_out, sections=sections, toc=toc)
+    return Outline(tokens, sections, toc)
 
 
-SHORT_PREFIX = 1000
-"""The description is first looked for in the body up to the first blank line after this many characters.
+def render(
+    body: str, fence: FenceRenderer | None = None, link: LinkRewriter | None = None, heading: HeadingRenderer | None = None
+) -> Rendered:
+    """Render a page body; `fence` may replace the HTML of fenced code blocks, `link` the targets of links and
+    `heading` the level and end of headings."""
+    md = _shared_parser()
+    parsed = outline(body)
+    html_out = md.renderer.render(parsed.tokens, md.options, {"fence": fence, "fence_count": 0, "link": link, "heading": heading})
+    return Rendered(html=html_out, sections=parsed.sections, toc=parsed.toc)
 
-Cut at a blank line, blocks before the cut parse as they do in the whole body (a block that runs on past
-the cut holds no paragraph in either); a paragraph that could be a reference link defers to the longer text."""
-_DESCRIBING: list[MarkdownIt] = []  # the description's parser, made once per process (see `_shared_parser`)
+
+def first_sentence(tokens: list[Token], limit: int = 200) -> str:
+    """A page's one-line description from its parsed body (`outline(body).tokens`): the first sentence of its
+    first paragraph of prose (at least 20 characters), as the page renders it; "" when it has none.
+
+    Worked out when the page is indexed (`page.description`) from the parse the index makes anyway, so
+    llms.txt reads it rather than every page's body.
+    """
+    for before, token in itertools.pairwise(tokens):
+        if before.type != "paragraph_open" or token.type != "inline":
+            continue
+        words = "".join(" " if c.type in ("softbreak", "hardbreak") else c.content for c in token.children or [])
+        words = re.sub(r"\s+", " ", words).strip()
+        if len(words) < 20:
+            continue
+        m = re.match(r"(.+?[.!?])(\s|$)", words)
+        sentence = m.group(1) if m else words
+        return sentence if len(sentence) <= limit else sentence[: limit - 1].rstrip() + "…"
+    return ""
 
 
 def description(body: str, limit: int = 200) -> str:
-    """A page's one-line description: the first sentence of its first paragraph of prose (llms.txt shows it).
-
-    Only the body's first few kilobytes are parsed; a body whose first paragraph
-    comes later (after a long code block, say) is parsed whole. Worked out when the page is
-    indexed (`page.description`), so llms.txt reads it rather than every page's body.
-    """
-    if not _DESCRIBING:
-        # Blocks only: a paragraph's inline content is parsed when it is looked at (the first long one ends
-        # the search), which is what the full parse's `inline` rule would make of it (`text_join` only merges
-        # adjacent text, whose contents are joined here anyway).
-        _DESCRIBING.append(MarkdownIt("commonmark").enable("table").disable(["inline", "text_join"]))
-    parser = _DESCRIBING[0]
-    texts = [body[:4000], body] if len(body) > 4000 else [body]
-    cut = body.find("\n\n", SHORT_PREFIX, 4000)
-    if cut >= 0:
-        texts.insert(0, body[: cut + 1])
-    for text in texts:
-        short = text is texts[0] and len(texts) > 1 and cut >= 0
-        env: dict[str, Any] = {}  # link reference definitions, found by the block parse
-        tokens = parser.parse(text, env)
-        for before, token in itertools.pairwise(tokens):
-            if before.type != "paragraph_open" or token.type != "inline":
-                continue
-            if short and "[" in token.content:
-                break  # a reference link's definition may come after the cut: the longer text decides
-            children: list[Token] = []
-            parser.inline.parse(token.content, parser, env, children)
-            words = "".join(" " if c.type in ("softbreak", "hardbreak") else c.content for c in children)
-            words = re.sub(r"\s+", " ", words).strip()
-            if len(words) < 20:
-                continue
-            m = re.match(r"(.+?[.!?])(\s|$)", words)
-            sentence = m.group(1) if m else words
-            return sentence if len(sentence) <= limit else sentence[: limit - 1].rstrip() + "…"
-    return ""
+    """`first_sentence` of a body not parsed yet (pages indexed before descriptions were stored)."""
+    return first_sentence(_shared_parser().parse(body), limit)

@@ -21,7 +21,6 @@ class PageRow(SQLModel, table=True):
     meta: str  # JSON of every front-matter field (unknown keys included)
     body: str  # Markdown body
     body_line: int  # file line of the body's first line
-    html: str  # rendered body
     toc: str  # JSON list of {level, heading, anchor}
     content_hash: str
     description: str | None = None  # app.index.markdown.description of the body, for llms.txt (0010); None: indexed before it

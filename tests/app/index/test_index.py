@@ -112,6 +112,46 @@ def test_bulk_insert_writes_every_row_and_text_with_nul_on_both_backends(store) 
     assert back[7] == ("nul\x00here" if store.engine.dialect.name == "sqlite" else "nul\ufffdhere")
 
 
+def test_rows_written_as_copy_text_come_back_as_they_were_with_escapes_nulls_numbers_and_booleans(store) -> None:  # type: ignore[no-untyped-def]
+    """The parse workers write PostgreSQL's COPY text themselves (app.index.db.copy_text): every character
+    the format escapes, a literal backslash-N, NULL, floats and booleans survive the trip on both backends."""
+    from sqlalchemy import text
+
+    from app.index.db import copy_text, insert_rows
+    from app.index.models import LinkRow, PerformanceClaimRow
+
+    awkward = ["back\\slash and \\N and \\t", "tab\there", "lines\nand\r\nreturns", "ünïcödé € 😀", "", "\\"]
+    links = [("src", target, "related", i % 2 == 0) for i, target in enumerate(awkward)]
+    claims = [("src", i, None, "fp8", awkward[i], "tflops", [1.5, None, 1e-7, 2.0**60, -0.0, 3.0][i], None, None, None, "{}")
+              for i in range(6)]  # fmt: skip
+    columns = (
+        "page_id",
+        "position",
+        "gpu",
+        "dtype",
+        "shape",
+        "metric",
+        "value",
+        "utilization",
+        "source_id",
+        "source_locator",
+        "data",
+    )
+    postgres = store.engine.dialect.name == "postgresql"
+    with store.engine.begin() as conn:
+        insert_rows(conn, LinkRow, ("source_id", "target_id", "kind", "resolved"), copy_text(links) if postgres else links)
+        insert_rows(conn, PerformanceClaimRow, columns, copy_text(claims) if postgres else claims)
+    with store.engine.connect() as conn:
+        back = conn.execute(
+            text("SELECT source_id, target_id, kind, resolved FROM link WHERE source_id = 'src' ORDER BY id")
+        ).all()
+        measured = conn.execute(
+            text("SELECT position, gpu, shape, value FROM performance_claim WHERE page_id = 'src' ORDER BY position")
+        ).all()
+    assert [tuple(r) for r in back] == links
+    assert [tuple(r) for r in measured] == [(i, None, awkward[i], claims[i][6]) for i in range(6)]
+
+
 def test_a_reindex_into_postgresql_stores_page_text_compressed_with_lz4_where_the_server_has_it(
     postgres_url, wiki_dir: Path
 ) -> None:  # type: ignore[no-untyped-def]

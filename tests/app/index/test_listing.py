@@ -116,6 +116,37 @@ def test_stored_statuses_follow_the_rules_after_ingest_reindex_and_stale_evidenc
     assert stored["status"]["many:2"] == "unverified" and stored["lines"]["many:2"] == {("—", "unverified")}
 
 
+def test_statuses_the_parse_workers_write_are_what_judging_in_sql_stores(db_url: str) -> None:
+    """A reindex writes each snippet's status without evidence with its row (app/evidence/store.py
+    `status_without_evidence`, in the parse workers) and judges in SQL only snippets that records name:
+    judging every snippet again (`refresh_statuses`) changes no status and no dashboard line."""
+    from pathlib import Path
+
+    from app.store import Store
+
+    store = Store(db_url)
+    store.create_schema()
+    store.reindex(Path(__file__).parents[3] / "wiki", full_text=False)  # the bundled wiki: blocks of every mode
+
+    def rows(conn: Any) -> tuple[list[Any], list[Any]]:
+        statuses = sorted(tuple(r) for r in conn.exec_driver_sql("SELECT id, status FROM snippet"))
+        lines = sorted(
+            tuple(r)
+            for r in conn.exec_driver_sql(
+                "SELECT snippet_id, page_id, position, target, target_order, status, status_rank FROM snippet_target"
+            )
+        )
+        return statuses, lines
+
+    with store.engine.begin() as conn:
+        before = rows(conn)
+        assert len(before[0]) > 10 and None not in {status for _, status in before[0]}
+        assert len({status for _, status in before[0]}) >= 2  # built blocks (unknown) and never-built ones (unverified)
+        store.evidence.refresh_statuses(conn, [sid for sid, _ in before[0]])
+        assert rows(conn) == before
+    store.engine.dispose()
+
+
 def test_an_index_from_before_stored_statuses_is_judged_when_the_schema_is_made(store: Any) -> None:
     from sqlalchemy import text
 

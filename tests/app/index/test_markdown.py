@@ -1,64 +1,72 @@
-"""A page's description (llms.txt) and its code blocks, found with markdown-it parsers shared per process."""
+"""A page parsed once (`outline`): its description (llms.txt) and its code blocks come from the same tokens."""
 
 from __future__ import annotations
 
-import itertools
 import random
-import re
 
-from markdown_it import MarkdownIt
-
-from app.index.markdown import SHORT_PREFIX, description
+from app.index.markdown import description, first_sentence, outline, render
 from snippets.extract import extract_snippets
 
-
-def whole_parse_description(body: str, limit: int = 200) -> str:
-    """The description as it was worked out before (every inline parsed, the body's first 4,000 characters, then all of it)."""
-    parser = MarkdownIt("commonmark").enable("table")
-    for text in (body[:4000], body) if len(body) > 4000 else (body,):
-        for before, token in itertools.pairwise(parser.parse(text)):
-            if before.type != "paragraph_open" or token.type != "inline":
-                continue
-            words = "".join(" " if c.type in ("softbreak", "hardbreak") else c.content for c in token.children or [])
-            words = re.sub(r"\s+", " ", words).strip()
-            if len(words) < 20:
-                continue
-            m = re.match(r"(.+?[.!?])(\s|$)", words)
-            sentence = m.group(1) if m else words
-            return sentence if len(sentence) <= limit else sentence[: limit - 1].rstrip() + "…"
-    return ""
-
-
-FILLER = "\n\n".join(f"## Part {i}\n\n" + "word " * 30 for i in range(8))  # past the short prefix
-CASES = [
-    # a reference link whose definition lies past the short prefix: the link's text, not its brackets
+FILLER = "\n\n".join(f"## Part {i}\n\n" + "word " * 30 for i in range(8))
+CASES = {
+    # a reference link whose definition comes much later: the link's text, not its brackets
     "# Title\n\n[the reference link text][r] opens this long first paragraph. Yes.\n\n"
     + FILLER
-    + "\n\n[r]: https://example.com\n",
-    "[foo] is a reference link that should be rendered as a link text.\n\n" + FILLER + "\n\n[foo]: http://x\n",
-    # a fence open across the cut holds no paragraph in either parse
+    + "\n\n[r]: https://example.com\n": "the reference link text opens this long first paragraph.",
+    # a fence holds no paragraph, however long
     "## Code\n\n```cuda\n"
     + "int x;\n" * 200
-    + "\n\nnot a paragraph, inside the fence\n```\n\nThe first paragraph of prose comes after the long block. Yes.",
-    "<div>\nhtml block here is long enough to count\n</div>\n\nThen a paragraph that is long enough. Yes.",
-    "Short.\n\nA \\*escaped\\* star and `code` and <b>html</b> and ~~strike~~ text here. More.",
-    "| a | b |\n|---|---|\n| table cell text long enough | x |\n\nParagraph with a softbreak\nhere and a hardbreak  \nthere. End.",
-    "x" * 5000 + "\n\nlater paragraph that is long enough to be chosen. Yes.",
-    "<!--\n" + "comment\n\n" * 200 + "-->\n\nThe paragraph after a long comment block is the one. Yes.",
-]
+    + "\n\nnot a paragraph, inside the fence\n```\n\nThe first paragraph of prose comes after the long block. Yes.": (
+        "The first paragraph of prose comes after the long block."
+    ),
+    # raw HTML is text on a page (escaped, never passed through): so in its description
+    "<div>\nhtml block here is long enough to count\n</div>\n\nThen a paragraph that is long enough. Yes.": (
+        "<div> html block here is long enough to count </div>"
+    ),
+    # inline markup as the page reads: escapes resolved, code and strike-through without their marks
+    "Short.\n\nA \\*escaped\\* star and `code` and <b>html</b> and ~~strike~~ text here. More.": (
+        "A *escaped* star and code and <b>html</b> and strike text here."
+    ),
+    # table cells are not prose; soft and hard breaks are spaces
+    "| a | b |\n|---|---|\n| table cell text long enough | x |\n\nParagraph with a softbreak\nhere and a hardbreak  \n"
+    "there. End.": "Paragraph with a softbreak here and a hardbreak there.",
+    "<!--\n" + "comment\n\n" * 200 + "-->\n\nThe paragraph after a long comment block is the one. Yes.": (
+        "The paragraph after a long comment block is the one."
+    ),
+    "No sentence end but long enough to count " + "word " * 50: ("No sentence end but long enough to count " + "word " * 50)[
+        :199
+    ].rstrip()
+    + "…",
+    "# Only a heading\n\n- a list item that is long enough? no, list items count too.\n": ("a list item that is long enough?"),
+    "": "",
+}
 
 
-def test_description_is_that_of_parsing_every_inline_of_the_whole_text() -> None:
+def test_description_is_the_first_sentence_of_the_first_prose_paragraph_as_the_page_renders() -> None:
+    for body, expected in CASES.items():
+        assert description(body) == expected, body[:120]
+        assert first_sentence(outline(body).tokens) == expected  # what the index stores, from its one parse
+
+
+PARTS = ["word", "*em*", "`c`", "[l](u)", "<div>", "\n", "\n\n", "  \n", "# H\n", "> ", "- ", "1. ", "    ",
+         "```cuda\n__global__ void k() {}\n```\n", "~~~cpp flags=-O2\nint f();\n~~~\n", "````\n", "```\n",
+         "| a | b |\n|---|---|\n", "|", "```cuda x|y\n", "<!--", "-->", "Some longer sentence of prose here."]  # fmt: skip
+
+
+def test_code_blocks_from_the_index_parse_are_those_the_runner_finds_on_its_own() -> None:
+    """The index extracts blocks from its one parse of a page (tables, strike-through, inline on); the runner
+    and `kernelwiki snippets` parse blocks only. Both must number the same blocks at the same lines, or the
+    evidence of one would be filed under another's id."""
     rng = random.Random(26)
-    parts = ["word", "*em*", "`c`", "\\*", "[l](u)", "[ref]", "<i>", "<div>", "~~s~~", "\n", "\n\n", "  \n", "# H\n",
-             "> q\n", "- li\n", "1. x\n", "    indented\n", "```\n", "<!--", "-->", "&amp;", "[ref]: /u\n", "|a|b|\n|-|-|\n",
-             "Some longer sentence of prose here.", "---\n", "===\n"]  # fmt: skip
-    bodies = CASES + [" ".join(rng.choice(parts) for _ in range(rng.randint(5, 900))) for _ in range(200)]
-    assert sum(len(b) > SHORT_PREFIX + 200 for b in bodies) > 80  # many bodies are cut short first
+    bodies = [" ".join(rng.choice(PARTS) for _ in range(rng.randint(5, 400))) for _ in range(400)]
+    found = 0
     for body in bodies:
-        assert description(body) == whole_parse_description(body), body[:200]
-    assert description(CASES[0]) == "the reference link text opens this long first paragraph."
-    assert description(CASES[2]) == "The first paragraph of prose comes after the long block."
+        alone, alone_problems = extract_snippets("p", "p.md", body, 3, ["sm90a"])
+        shared, shared_problems = extract_snippets("p", "p.md", body, 3, ["sm90a"], tokens=outline(body).tokens)
+        assert [s.to_dict() for s in shared] == [s.to_dict() for s in alone], body[:200]
+        assert shared_problems == alone_problems
+        found += len(alone)
+    assert found > 500  # the bodies hold many blocks, in lists, quotes and beside tables
 
 
 def test_code_blocks_are_found_by_the_shared_block_parser_wherever_the_page_renders_them() -> None:
@@ -72,3 +80,5 @@ def test_code_blocks_are_found_by_the_shared_block_parser_wherever_the_page_rend
         snippets, problems = extract_snippets("p", "p.md", body, 5, ["sm90a"])
         assert [(s.lang, s.line) for s in snippets] == [("cuda", 9), ("cpp", 15)]
         assert snippets[0].source == "__global__ void a() {}\n" and not problems
+    html = render(body).html  # and the page renders each as a code block
+    assert html.count('<code class="language-cuda">') == 1 and html.count('<code class="language-cpp">') == 1
