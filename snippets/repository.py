@@ -204,10 +204,20 @@ def inside(real_path: str, real_root: str) -> bool:
 
 def not_a_page(rel: str) -> str | None:
     """Why a Markdown file under a page folder is not a page (README, SKILL bundle, template), or None."""
-    parts = rel.split("/")
-    if parts[-1].lower() in NOT_PAGES:
-        return f"{parts[-1]} documents its folder; it is not a page"
-    if any(p.lower() in TEMPLATE_FOLDERS for p in parts[:-1]):
+    folder, _, name = rel.rpartition("/")
+    return name_not_a_page(name) or folder_not_pages(folder)
+
+
+def name_not_a_page(name: str) -> str | None:
+    """Why a Markdown file of this name is not a page wherever it lies (it documents its folder), or None."""
+    return f"{name} documents its folder; it is not a page" if name.lower() in NOT_PAGES else None
+
+
+def folder_not_pages(folder: str) -> str | None:
+    """Why no Markdown file in `folder` (posix, relative to the root) is a page (a template folder), or None.
+
+    Asked once per folder by a walk (app/index/build.py), not once per file."""
+    if any(p.lower() in TEMPLATE_FOLDERS for p in folder.split("/")):
         return "a page template, not a page"
     return None
 

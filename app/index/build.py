@@ -47,7 +47,7 @@ from app.index.pages import links_leaving, schema_problems
 from app.lifeline import exit_with
 from snippets.diagnostic import Diagnostic
 from snippets.page import PageIds, inside, parse_page
-from snippets.repository import Repository, not_a_page, open_repository, skill_folders
+from snippets.repository import Repository, folder_not_pages, name_not_a_page, open_repository, skill_folders
 
 PAGE_TABLES = (
     AliasRow,
@@ -264,6 +264,12 @@ def _fast_walk(root: Path, repo: Repository | None = None) -> tuple[dict[str, tu
     real_root = os.path.realpath(root)
     folders = repo.page_folders if repo is not None else [""]
     skills = skill_folders(root, folders) if repo is not None and repo.is_layout else set()
+
+    def why_not_pages(prefix: str) -> str | None:  # once per folder: a template folder, an agent skill bundle
+        return folder_not_pages(prefix.rstrip("/")) or next(
+            (f"part of the agent skill bundle {s}/, not a page" for s in skills if prefix.startswith(s + "/")), None
+        )
+
     stack = [(root / top if top else root, top + "/" if top else "") for top in folders]
     while stack:
         folder, prefix = stack.pop()
@@ -273,18 +279,18 @@ def _fast_walk(root: Path, repo: Repository | None = None) -> tuple[dict[str, tu
             if not os.path.isdir(root):  # the wiki folder itself went away mid-reindex: fail rather than drop every page
                 raise
             continue
+        folder_reason = why_not_pages(prefix)
         for entry in entries:
-            if entry.name.startswith("."):
+            name = entry.name
+            if name.startswith("."):
                 continue
             if entry.is_dir(follow_symlinks=False):
-                stack.append((Path(entry.path), prefix + entry.name + "/"))
-            elif entry.name.endswith(".md") and entry.is_file():
+                stack.append((Path(entry.path), prefix + name + "/"))
+            elif name.endswith(".md") and entry.is_file():
                 if entry.is_symlink() and not inside(os.path.realpath(entry.path), real_root):
                     continue
-                rel = prefix + entry.name
-                reason = not_a_page(rel) or next(
-                    (f"part of the agent skill bundle {s}/, not a page" for s in skills if rel.startswith(s + "/")), None
-                )
+                rel = prefix + name
+                reason = name_not_a_page(name) or folder_reason
                 if reason is not None:
                     skipped.append(Diagnostic(rel, 1, "info", f"skipped: {reason}"))
                     continue
@@ -364,9 +370,12 @@ def reindex(
             conn.exec_driver_sql("SET LOCAL default_toast_compression = 'lz4'")
         if data_digest is not None and _data_files_changed(conn, data_digest):
             force = True  # every page again: the aliases merged from data/aliases.yaml, the schema and vocabulary
-        known = {
-            r[0]: _Known(*r[1:]) for r in conn.exec_driver_sql("SELECT path, mtime_ns, size, content_hash, page_id FROM file")
-        }
+        cursor = conn.connection.cursor()  # the DBAPI's own rows: SQLAlchemy's Row costs more than the query at 100,000 files
+        try:
+            cursor.execute("SELECT path, mtime_ns, size, content_hash, page_id FROM file")
+            known = {r[0]: _Known(r[1], r[2], r[3], r[4]) for r in cursor.fetchall()}
+        finally:
+            cursor.close()
         gone = [p for p in known if p not in on_disk]
         candidates = [
             rel

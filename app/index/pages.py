@@ -16,22 +16,31 @@ from snippets.repository import Repository, check_page, is_source_type, open_rep
 
 
 def links_leaving(root: Path) -> list[Diagnostic]:
-    """A warning for every file or folder under the wiki root whose real path is outside it (such links are not indexed)."""
+    """A warning for every file or folder under the wiki root whose real path is outside it (such links are not indexed).
+
+    One `scandir` a folder: a directory entry tells a link without a `stat` (a reindex asks on every run).
+    """
     real_root = os.path.realpath(root)
     found: list[Diagnostic] = []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        for name in dirs + files:
-            path = os.path.join(folder, name)
-            if name.startswith(".") or not os.path.islink(path):
+    stack = [str(root)]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
                 continue
-            real = os.path.realpath(path)
-            if not inside(real, real_root):
-                rel = os.path.relpath(path, root).replace(os.sep, "/")
-                kind = "folder" if os.path.isdir(path) else "file"
-                found.append(
-                    Diagnostic(rel, 1, "warning", f"this {kind} links outside the wiki folder (to {real}); it is not indexed")
-                )
+            if entry.is_symlink():
+                real = os.path.realpath(entry.path)
+                if not inside(real, real_root):
+                    rel = os.path.relpath(entry.path, root).replace(os.sep, "/")
+                    kind = "folder" if os.path.isdir(entry.path) else "file"
+                    found.append(
+                        Diagnostic(rel, 1, "warning", f"this {kind} links outside the wiki folder (to {real}); it is not indexed")
+                    )
+            elif entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
     return sorted(found, key=lambda d: d.path)
 
 
