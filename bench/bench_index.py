@@ -243,12 +243,16 @@ def main() -> None:
     parser.add_argument("--snippet-every", type=int, default=0, help="give every N-th page a compiled CUDA block")
     parser.add_argument("--cli", action="store_true", help="time `kernelwiki index` only (see above)")
     parser.add_argument("--postgres", metavar="ADMIN_URL", help="with --cli: index into a fresh database on this server")
+    parser.add_argument(
+        "--wiki", type=Path, help="with --cli: the generated wiki's folder, kept (generated there when it holds no page)"
+    )
     args = parser.parse_args()
 
     if args.cli:
         with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp) / "wiki"
-            generate(root, args.pages, snippet_every=args.snippet_every)
+            root = args.wiki or Path(tmp) / "wiki"
+            if args.wiki is None or not any(root.glob("*/*/*.md")):
+                generate(root, args.pages, snippet_every=args.snippet_every)
             db, drop = postgres_database(args.postgres) if args.postgres else (f"sqlite:///{tmp}/index.db", lambda: None)
             try:
                 times = cli_index(root, db, Path(tmp) / "no-evidence")
