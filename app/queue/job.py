@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -74,7 +74,7 @@ class Runtime:
     toolchain: str  # label recorded in evidence, e.g. "nvcc 13.0.88"
     client: EvidenceClient
     verify: VerifyFn
-    name: str = socket.gethostname()
+    name: str = field(default_factory=socket.gethostname)  # asked when a runtime is made, not at import
     toolchain_release: str | None = None  # KERNELWIKI_TOOLCHAIN: recorded, so its records never replace the default's
 
     def handle(self, job_id: int, attempts: int, job: dict[str, Any]) -> str:

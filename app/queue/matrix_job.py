@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +90,7 @@ class MatrixRuntime:
     fingerprints: dict[str, str]  # release → its toolchain's fingerprint (the job's toolchain stamp)
     client: EvidenceClient
     compile: CompileFn
-    name: str = socket.gethostname()
+    name: str = field(default_factory=socket.gethostname)  # asked when a runtime is made, not at import
 
     @property
     def releases(self) -> list[str]:
