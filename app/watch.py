@@ -219,15 +219,16 @@ class IndexKeeper:
         from watchfiles import watch
 
         wiki = self.settings.wiki
+        first = True
         while not self.stop_event.is_set():
             while not self.stop_event.is_set() and not wiki.is_dir():
                 self.stop_event.wait(WIKI_CHECK_S)  # a wiki folder that appears (or comes back) is watched from then on
             if self.stop_event.is_set():
                 return
-            # It came back: catch up with what changed meanwhile, but only once the watcher is armed (its first
-            # batch, at most WIKI_CHECK_S later). Reindexing before arming lost a file written between the walk and
-            # the arming: health said ok, and the page never appeared.
-            catch_up = bool(self.status.stale)
+            # Catch up with what changed since the last walk (the first index's, or the folder came back), but only
+            # once the watcher is armed (its first batch, at most WIKI_CHECK_S later): a file written between the
+            # walk and the arming was otherwise never indexed while health said ok.
+            catch_up, first = first or bool(self.status.stale), False
             log.info("watching %s for changes", wiki)
             for changes in watch(
                 wiki,
