@@ -61,10 +61,15 @@ SECRETS_FD = "KERNELWIKI_SECRETS_FD"
 HANDED_OVER = {"KERNELWIKI_RUNNER_TOKEN": "runner_token", "KERNELWIKI_QUEUE_DATABASE_URL": "queue_database_url"}
 
 
-def _secret_env() -> dict[str, str]:
+def _is_secret(name: str) -> bool:
+    """Whether an environment variable holds a credential: the one rule `shed_secrets` and `scrub_environment` share."""
     from runner.sandbox import SECRET_NAME
 
-    return {k: v for k, v in os.environ.items() if k in SENSITIVE_ENV or SECRET_NAME.search(k)}
+    return name in SENSITIVE_ENV or SECRET_NAME.search(name) is not None
+
+
+def _secret_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if _is_secret(k)}
 
 
 def shed_secrets(settings: Settings) -> Settings:
@@ -105,11 +110,8 @@ def shed_secrets(settings: Settings) -> Settings:
 
 def scrub_environment() -> None:
     """Remove credentials from this process's environment before any job starts a process."""
-    from runner.sandbox import SECRET_NAME
-
-    for key in list(os.environ):
-        if key in SENSITIVE_ENV or SECRET_NAME.search(key):
-            del os.environ[key]
+    for key in [k for k in os.environ if _is_secret(k)]:
+        del os.environ[key]
 
 
 async def _recovery_loop(app: procrastinate.App, settings: Settings, queues: list[str] | None) -> None:
