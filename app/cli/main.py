@@ -367,13 +367,26 @@ def evidence_export(
     output: Annotated[Path | None, typer.Argument(help="JSONL file to write (default: standard output)")] = None,
     db: DbOpt = None,
     posted: Annotated[bool, typer.Option("--posted", help="only records runners posted (POST /api/evidence)")] = False,
+    matrix: Annotated[
+        Path | None,
+        typer.Option(
+            "--matrix",
+            help="also write the toolchain × target matrix (the committed file's cells and queue workers' posts, the newer"
+            " of each) to this file, e.g. evidence/matrix/cells.jsonl",
+        ),
+    ] = None,
 ) -> None:
     """Write the index's evidence as JSONL (oldest first), for a backup or `evidence import` elsewhere."""
     import sys
 
+    from app.evidence.matrix_cells import export_cells
+
     settings = settings_for(None, db)
     store = open_store(settings)
     with index_errors(settings):
+        if matrix is not None:
+            cells = export_cells(store.engine, matrix)
+            err.print(f"exported {cells} matrix cells to {matrix}", highlight=False, markup=False)
         if output is None:
             count = store.evidence.export_jsonl(sys.stdout, origin="request" if posted else None)
         else:

@@ -26,7 +26,7 @@ from app.evidence.ingest import MAX_WARNINGS, MESSAGE_MAX_BYTES, Id, Short, _jso
 from app.index.db import bulk_insert, chunks, serialize_status_writers
 from app.index.models import MatrixCellRow, SnippetRow, StateRow, table_of
 from runner.artifacts import MAX_LISTING_BYTES, MAX_SNIPPET_BYTES, ArtifactStore
-from runner.matrix import UNSUPPORTED, MatrixCell, read_cells
+from runner.matrix import UNSUPPORTED, MatrixCell, read_cells, write_cells
 from runner.output import cap_text
 from runner.status import RECORD_STATUSES
 from runner.toolchains import release_key
@@ -78,6 +78,18 @@ def all_cells(conn: Connection, page_id: str | None = None) -> list[MatrixCell]:
     return sorted(_cells(conn, stmt), key=lambda c: (c.page_id, c.snippet_id, c.target, release_key(c.release)))
 
 
+def export_cells(engine: Engine, path: Path) -> int:
+    """Write every cell of the index (the committed file's and queue workers' posts, the newer of each) to `path`
+    in the committed file's format (runner/matrix.py `write_cells`); returns how many.
+
+    Written over `EVIDENCE/matrix/cells.jsonl`, it keeps what nightly workers posted with the repository
+    (their listings are in the service's evidence artifacts already); loading it again changes nothing (a
+    posted cell keeps its toolchain fingerprint, which the nightly enqueue reads).
+    """
+    with engine.connect() as conn:
+        return write_cells(path, all_cells(conn))
+
+
 def releases(conn: Connection) -> list[str]:
     """The CUDA releases the matrix has cells of, oldest first."""
     table = table_of(MatrixCellRow)
@@ -120,15 +132,24 @@ class CellsStored:
     errors: list[str] = field(default_factory=list)
 
 
+_NOT_OBSERVED = ("id", "origin", "fingerprint")
+"""Columns of a stored cell that say where it came from, not what was observed: the same observation from the
+committed file and from a worker's post is one observation (the post's fingerprint is kept)."""
+
+
+def _observed(row: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in row.items() if k not in _NOT_OBSERVED}, sort_keys=True)
+
+
 def _existing(conn: Connection, keys: list[Key]) -> dict[Key, tuple[str, str, str]]:
-    """(timestamp, origin, row as JSON) of the stored cells among `keys`."""
+    """(timestamp, origin, what was observed as JSON) of the stored cells among `keys`."""
     table = table_of(MatrixCellRow)
     found: dict[Key, tuple[str, str, str]] = {}
     for chunk in chunks(sorted(keys), 300):
         stmt = table.select().where(tuple_(table.c.snippet_id, table.c.target, table.c.release).in_(chunk))
         for r in conn.execute(stmt):
             m = dict(r._mapping)
-            found[(m["snippet_id"], m["target"], m["release"])] = (m["timestamp"], m["origin"], json.dumps(m, sort_keys=True))
+            found[(m["snippet_id"], m["target"], m["release"])] = (m["timestamp"], m["origin"], _observed(m))
     return found
 
 
@@ -149,7 +170,7 @@ def store_cells(
         old = have.get(key)
         if old is None:
             result.inserted += 1
-        elif cell.timestamp < old[0] or json.dumps(row, sort_keys=True) == old[2]:
+        elif cell.timestamp < old[0] or _observed(row) == old[2]:
             result.kept += 1
             continue
         else:
@@ -184,7 +205,7 @@ def load_matrix_file(engine: Engine, evidence_dir: Path) -> CellsStored:
     table = table_of(MatrixCellRow)
     with engine.begin() as conn:
         stored = {
-            (m["snippet_id"], m["target"], m["release"]): (m["timestamp"], m["origin"], json.dumps(m, sort_keys=True))
+            (m["snippet_id"], m["target"], m["release"]): (m["timestamp"], m["origin"], _observed(m))
             for m in (dict(r._mapping) for r in conn.execute(table.select()))
         }
         result = store_cells(conn, cells, FILE_ORIGIN, existing=stored)

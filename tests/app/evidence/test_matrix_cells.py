@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from app.evidence.matrix_cells import MATRIX_FILE, all_cells, generation, load_matrix_file, store_cells
+from app.evidence.matrix_cells import MATRIX_FILE, all_cells, export_cells, generation, load_matrix_file, store_cells
 from runner.matrix import MatrixCell, read_cells, write_cells
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -49,6 +49,28 @@ def test_a_posted_cell_outlives_the_file_until_a_newer_observation(store: Any, t
     assert load_matrix_file(store.engine, evidence).removed == 0  # a posted cell is not the file's to remove
     with store.engine.connect() as conn:
         assert [c.status for c in all_cells(conn)] == ["fail"]
+
+
+def test_exported_cells_keep_what_workers_posted_with_the_committed_file(store: Any, tmp_path: Path) -> None:
+    """`kernelwiki evidence export --matrix evidence/matrix/cells.jsonl`: the file then holds the committed cells and
+    the posted ones (the newer of each), and loading it again changes nothing."""
+    evidence = tmp_path / "evidence"
+    shutil.copytree(FIXTURES / "matrix_evidence", evidence)
+    committed = read_cells(evidence / MATRIX_FILE)
+    load_matrix_file(store.engine, evidence)
+    posted = MatrixCell(
+        "p:1", "p", "sm_90a", "13.9", "nvcc 13.9.1", "h", "compile", "cuda", "pass", timestamp="2026-12-04T00:00:00Z"
+    )
+    newer = MatrixCell(**{**committed[0].to_dict(), "status": "fail", "timestamp": "2099-01-01T00:00:00Z"})
+    with store.engine.begin() as conn:
+        store_cells(conn, [posted, newer], "request", "F")
+    assert export_cells(store.engine, evidence / MATRIX_FILE) == len(committed) + 1
+    written = {(c.snippet_id, c.target, c.release): c.to_dict() for c in read_cells(evidence / MATRIX_FILE)}
+    assert written[("p:1", "sm_90a", "13.9")] == posted.to_dict()
+    assert written[(committed[0].snippet_id, committed[0].target, committed[0].release)] == newer.to_dict()
+    assert all(written[(c.snippet_id, c.target, c.release)] == c.to_dict() for c in committed[1:])
+    again = load_matrix_file(store.engine, evidence)
+    assert (again.inserted, again.replaced, again.removed) == (0, 0, 0)
 
 
 def test_a_bad_line_is_named_and_nothing_of_the_file_is_loaded(store: Any, tmp_path: Path) -> None:
