@@ -7,9 +7,6 @@ both answer from these functions, so an agent sees the same text either way.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import NamedTuple
-
-from sqlalchemy import text
 
 from app.agents.markdown import page_markdown, page_url, status_legend
 from app.index.markdown import description
@@ -52,50 +49,63 @@ def page_document(pages: Pages, page_id: str, base_url: str, sections: list[str]
     return page_markdown(page, source[0], source[1], base_url, sections)
 
 
-class Listed(NamedTuple):
-    """What llms.txt shows of a page besides its description."""
+Listed = tuple[bool, int, str, str, str, str, str, str | None]
+"""What llms.txt shows of a page, in its sort order: (is a source, the type's rank, type, lower-case title, id,
+title, architectures as its front matter lists them ("sm90a, sm100a", "" for none), description as the indexer
+stored it: None for a page indexed before migration 0010 and not since).
 
-    id: str
-    title: str
-    type: str
-    architectures: list[str]  # as its front matter lists them
+A plain tuple of strings, which the garbage collector stops tracking: at 10,000 pages a named tuple or a list per
+page stayed tracked and set off a full collection (60-90 ms) on the first request after a start or a reindex."""
+
+PAGES_SQL = "SELECT id, title, type, description FROM page"
+"""Every page's listed columns in one scan: on SQLite through the covering index `ix_page_summary`
+(migration 0014v), so the scan never walks a page's long row (its body) to reach `description`."""
+ARCHITECTURES_SQL = "SELECT page_id, arch FROM architecture ORDER BY id"
 
 
 def _all_pages(pages: Pages) -> list[Listed]:
     """Every page, grouped by type in llms.txt order (sources last), by title within a type.
 
-    Two plain queries (pages, then architectures in the order each page declared them), no front matter
-    decoded: at 10,000 pages this is what the first request after a reindex pays.
+    Two plain queries on the driver's cursor (pages, then architectures in the order each page declared
+    them): no front matter decoded, no page or row object built. At 10,000 pages this is what the first
+    request after a start or a reindex pays.
     """
+    archs: dict[str, str] = {}
     with pages.connection() as conn:
-        archs: dict[str, list[str]] = {}
-        for page_id, arch in conn.execute(text("SELECT page_id, arch FROM architecture ORDER BY id")):
-            archs.setdefault(page_id, []).append(arch)
-        listed = [Listed(r[0], r[1], r[2], archs.get(r[0], [])) for r in conn.execute(text("SELECT id, title, type FROM page"))]
-    order = list(TYPE_HEADINGS)
-    rank = lambda p: (p.type == "source", order.index(p.type) if p.type in order else len(order), p.type, p.title.lower(), p.id)  # noqa: E731
-    return sorted(listed, key=rank)
+        cursor = conn.connection.cursor()
+        try:
+            cursor.execute(ARCHITECTURES_SQL)
+            for page_id, arch in cursor.fetchall():
+                archs[page_id] = f"{archs[page_id]}, {arch}" if page_id in archs else arch
+            cursor.execute(PAGES_SQL)
+            rows = cursor.fetchall()
+        finally:
+            cursor.close()
+    order = {t: i for i, t in enumerate(TYPE_HEADINGS)}
+    other = len(order)
+    listed = [
+        (ptype == "source", order.get(ptype, other), ptype, title.lower(), pid, title, archs.get(pid, ""), described)
+        for pid, title, ptype, described in rows
+    ]
+    listed.sort()  # the id (unique) decides before the columns that follow it
+    return listed
 
 
 def _heading(page_type: str) -> str:
     return TYPE_HEADINGS.get(page_type, page_type.replace("-", " ").replace("_", " ").title())
 
 
-def _descriptions(pages: Pages) -> dict[str, str]:
-    """Every page's description as the indexer stored it; worked out here only for pages indexed before
-    there was a `page.description` (migration 0010) and not edited since."""
-    with pages.connection() as conn:
-        found: dict[str, str | None] = dict(conn.execute(text("SELECT id, description FROM page")).all())
-    missing = [pid for pid, d in found.items() if d is None]
+def _descriptions(pages: Pages, listed: list[Listed]) -> dict[str, str]:
+    """The descriptions llms.txt works out itself: those of pages indexed before there was a `page.description`
+    (migration 0010) and not edited since."""
+    missing = [pid for _, _, _, _, pid, _, _, described in listed if described is None]
     bodies = pages.page_sources(missing) if missing else {}
-    return {pid: d if d is not None else description(bodies.get(pid, ("", 1))[0]) for pid, d in found.items()}
+    return {pid: description(bodies.get(pid, ("", 1))[0]) for pid in missing}
 
 
 def llms_txt(pages: Pages, base_url: str) -> str:
     """The llmstxt.org index: title, summary, how to read the evidence, then a link per page grouped by type."""
     base = base_url.rstrip("/")
-    listed = _all_pages(pages)
-    described = _descriptions(pages)
     lines = [
         f"# {TITLE}",
         "",
@@ -113,22 +123,27 @@ def llms_txt(pages: Pages, base_url: str) -> str:
         f"token budget: {base}/api/search?q=TMA+multicast&budget_tokens=2000. "
         f"MCP server (streamable HTTP): {base}/mcp.",
     ]
+    listed = _all_pages(pages)
+    worked_out = _descriptions(pages, listed)
+    pages_url = page_url(base, "").removesuffix(".md")  # "{base}/pages/": the page's id and ".md" follow
+    append = lines.append
     current = None
-    for page in listed:
-        if page.type != current:
-            current = page.type
-            lines += ["", f"## {_heading(page.type)}", ""]
-        summary = described.get(page.id) or page.title
-        archs = f" [{', '.join(page.architectures)}]" if page.architectures else ""
-        label = page.title.replace("[", "(").replace("]", ")")
-        lines.append(f"- [{label}]({page_url(base, page.id)}): {summary}{archs}")
+    for _, _, ptype, _, pid, title, archs, described in listed:
+        if ptype != current:
+            current = ptype
+            lines += ["", f"## {_heading(ptype)}", ""]
+        summary = (described if described is not None else worked_out[pid]) or title
+        label = title.replace("[", "(").replace("]", ")")
+        append(
+            f"- [{label}]({pages_url}{pid}.md): {summary} [{archs}]" if archs else f"- [{label}]({pages_url}{pid}.md): {summary}"
+        )
     return "\n".join(lines) + "\n"
 
 
 def llms_full_txt(pages: Pages, base_url: str) -> Iterator[str]:
     """Every page's Markdown, one after another, in llms.txt order (produced page by page)."""
     yield f"# {TITLE}\n\n> {SUMMARY}\n\n{NO_BLACKWELL}\n\nEvidence statuses:\n\n{status_legend()}\n"
-    for page in _all_pages(pages):
-        text = page_document(pages, page.id, base_url)
+    for _, _, _, _, page_id, _, _, _ in _all_pages(pages):
+        text = page_document(pages, page_id, base_url)
         if text is not None:
-            yield f"\n<!-- page {page.id}: {page_url(base_url, page.id)} -->\n{text}"
+            yield f"\n<!-- page {page_id}: {page_url(base_url, page_id)} -->\n{text}"

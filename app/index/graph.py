@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, literal, select
 from sqlalchemy.engine import Connection
 from sqlmodel import col
 
@@ -49,10 +49,8 @@ def graph(conn: Connection, page: str | None, depth: int, limit: int) -> dict[st
         .union_all(select(col(LinkRow.target_id).label("pid")).where(col(LinkRow.resolved).is_(True)))
         .subquery()
     )
-    degree = select(ends.c.pid, func.count().label("degree")).group_by(ends.c.pid).subquery()
-    stmt = select(
-        col(PageRow.id), col(PageRow.title), col(PageRow.type), func.coalesce(degree.c.degree, 0).label("degree")
-    ).outerjoin(degree, degree.c.pid == PageRow.id)
+    degree = func.count().label("degree")
+    top = select(ends.c.pid, degree).group_by(ends.c.pid).order_by(degree.desc(), ends.c.pid).limit(limit).subquery()
     if page is not None:  # degrees of the chosen pages only, through the link indexes
         out_degree = (
             select(func.count())
@@ -73,7 +71,23 @@ def graph(conn: Connection, page: str | None, depth: int, limit: int) -> dict[st
         order = {pid: i for i, pid in enumerate(chosen)}
         rows.sort(key=lambda r: order[r.id])
     else:
-        rows = list(conn.execute(stmt.order_by(func.coalesce(degree.c.degree, 0).desc(), col(PageRow.id)).limit(limit)))
+        # The `limit` most-linked pages: the top of the degree counts first, then only their pages (joining every
+        # page to its count and sorting them all cost twice as much: 23 -> 12.5 ms of SQLite at 10,000 pages).
+        rows = list(
+            conn.execute(
+                select(col(PageRow.id), col(PageRow.title), col(PageRow.type), top.c.degree)
+                .join(top, top.c.pid == PageRow.id)
+                .order_by(top.c.degree.desc(), col(PageRow.id))
+            )
+        )
+        if len(rows) < limit:  # every linked page is in; pages without links follow by id, with degree 0
+            linked = {r.id for r in rows}
+            rest = conn.execute(
+                select(col(PageRow.id), col(PageRow.title), col(PageRow.type), literal(0).label("degree"))
+                .order_by(col(PageRow.id))
+                .limit(limit)  # at most len(rows) of the first `limit` are linked
+            )
+            rows += [r for r in rest if r.id not in linked][: limit - len(rows)]
     ids = [r.id for r in rows]
     edges = []
     if ids:

@@ -10,7 +10,10 @@ class PageRow(SQLModel, table=True):
     """One indexed page; list fields live in their own tables, the raw front matter in `meta`."""
 
     __tablename__ = "page"
-    __table_args__ = (Index("ix_page_listing", "type", "title", "id"),)  # listings page in this order (0006)
+    __table_args__ = (
+        Index("ix_page_listing", "type", "title", "id"),  # listings page in this order (0006)
+        Index("ix_page_summary", "id", "type", "title", "description"),  # /llms.txt reads these alone (0014v)
+    )
     id: str = Field(primary_key=True)
     title: str
     title_lower: str = Field(index=True)  # for case-insensitive resolution by title

@@ -12,14 +12,12 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
 from app.deps import ConnDep, EvidenceDep, Offset, PagesDep, SearchDep, SettingsDep
-from app.index.db import index_generation
 from app.index.filters import Filters
 from app.search import FACETS
-from app.web.graph import GRAPH_NODES, layout
 from app.web.respond import html_page
 from app.web.sass import matrix_lines
 from app.web.state import web_state
-from app.web.views import dashboard_view, home_view, listing_as_results, page_view
+from app.web.views import dashboard_view, graph_drawing, home_view, listing_as_results, page_view
 
 router = APIRouter(include_in_schema=False)
 Param = Annotated[str | None, Query(max_length=200)]
@@ -209,21 +207,6 @@ def graph(request: Request, pages: PagesDep, conn: ConnDep, page: Param = None) 
     page_id = pages.resolve(page, conn=conn) if page else None
     if page and page_id is None:
         raise HTTPException(404, f"No page is called “{page}”.")
-    web = web_state(request)
-    key = (index_generation(conn), page_id)
-
-    def draw() -> tuple[str, dict[str, object]]:
-        data = pages.graph(page=page_id, depth=1, limit=GRAPH_NODES, conn=conn)
-        drawn = layout(data)
-        counts = {
-            "nodes": len(drawn.nodes),
-            "edges": len(drawn.edges),
-            "types": drawn.types,
-            "total_nodes": data["total_nodes"],
-            "total_edges": data["total_edges"],
-        }
-        return web.env.get_template("_graph.html").render(layout=drawn, center=page_id), counts
-
-    drawing, counts = web.graphs.get_or_make(key, draw)
+    drawing, counts = graph_drawing(web_state(request), pages, conn, page_id)
     context = {"drawing": drawing, "counts": counts, "title": "Graph", "center": page_id, "asked": page or ""}
     return html_page(request, "graph.html", context)

@@ -41,7 +41,7 @@ class WebState:
     env: Environment = field(default_factory=make_environment)
     bodies: LRU[Any] = field(default_factory=lambda: LRU(256))  # rendered page bodies
     code: LRU[str] = field(default_factory=lambda: LRU(4096))  # highlighted code blocks
-    graphs: LRU[Any] = field(default_factory=lambda: LRU(64))  # graph drawings, per generation and neighbourhood
+    graphs: LRU[Any] = field(default_factory=lambda: LRU(64, wait=True))  # graph drawings, per generation and neighbourhood
     links: LRU[Any] = field(default_factory=lambda: LRU(2))  # every page id and path, per index generation
     asset_version: str = ""  # appended to asset URLs so browsers refetch after a change
     warmed: threading.Event = field(default_factory=threading.Event)  # set once templates and lexers are compiled

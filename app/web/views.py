@@ -21,6 +21,7 @@ from app.schemas import PageList, PagePublic, PageSummary, SearchPublic, SearchR
 from app.web import queries
 from app.web.badges import STATUS_ORDER, SnippetEvidence, TargetEvidence, snippet_evidence, target_evidence
 from app.web.filters import safe_url
+from app.web.graph import GRAPH_NODES, layout
 from app.web.render import Segment, render_body, toc_items
 from app.web.state import WebState
 from snippets.architectures import target_sort_key
@@ -259,3 +260,24 @@ def dashboard_view(
         )
     ordered = {st: found.statuses[st] for st in STATUS_ORDER if found.statuses.get(st)}
     return DashboardView(rows, found.total, ordered, [t for t in targets if t != NO_TARGET], pages, latest, offset, limit)
+
+
+def graph_drawing(web: WebState, pages: Pages, conn: Connection, page_id: str | None) -> tuple[str, dict[str, object]]:
+    """The graph view's SVG and counts: the most-linked pages (`page_id` None) or a page's neighbourhood, drawn
+    once per index generation (a layout is kept per graph content: app/web/graph.py). Requests that arrive while
+    it is drawn wait for that one drawing; the start-up warm-up (app/web/warm.py) draws the whole wiki's."""
+
+    def draw() -> tuple[str, dict[str, object]]:
+        data = pages.graph(page=page_id, depth=1, limit=GRAPH_NODES, conn=conn)
+        drawn = layout(data)
+        counts = {
+            "nodes": len(drawn.nodes),
+            "edges": len(drawn.edges),
+            "types": drawn.types,
+            "total_nodes": data["total_nodes"],
+            "total_edges": data["total_edges"],
+        }
+        return web.env.get_template("_graph.html").render(layout=drawn, center=page_id), counts
+
+    drawing: tuple[str, dict[str, object]] = web.graphs.get_or_make((index_generation(conn), page_id), draw)
+    return drawing

@@ -49,3 +49,23 @@ def test_the_graph_shows_one_pages_neighbourhood(client: Any) -> None:
     assert client.get("/graph", params={"page": "no-such-page"}).status_code == 404
     whole = set(re.findall(r'data-id="([^"]+)"', client.get("/graph").text))
     assert {"many", "hw-tma", "hw-tmem"} <= whole
+
+
+def test_the_start_up_warm_up_draws_the_graph_so_the_first_request_lays_out_nothing(
+    server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import app.web.views
+
+    assert server.app.state.web.prerendered.wait(60)
+    laid_out: list[Any] = []
+    real = app.web.views.layout
+
+    def counted(graph: Any) -> Any:
+        laid_out.append(graph)
+        return real(graph)
+
+    monkeypatch.setattr(app.web.views, "layout", counted)
+    text = httpx.get(f"{server.url}/graph", headers=HTML, timeout=30).text
+    assert 'data-id="hw-tma"' in text and laid_out == []  # the warm-up's drawing
+    assert httpx.get(f"{server.url}/graph", params={"page": "hw-tma"}, headers=HTML, timeout=30).status_code == 200
+    assert len(laid_out) == 1  # a neighbourhood is drawn on its first request

@@ -158,3 +158,57 @@ def test_an_index_from_before_stored_statuses_is_judged_when_the_schema_is_made(
     assert stored == rule and stored["status"] and None not in stored["status"].values()
     with store.engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM snippet_target")).scalar()
+
+
+def test_an_evidence_post_rebuilds_nothing_the_views_read(live: Any) -> None:
+    """Issue 26: a post stores the statuses it changes in its own transaction (app/evidence/store.py), so the views
+    after it read no more than they did warm: no status index, facets, graph or llms.txt is built again (on
+    PostgreSQL a post once made the next home and dashboard request rebuild a status index of every snippet)."""
+    from sqlalchemy import event
+
+    app = live.server.server.config.app
+    engine = app.state.store.engine
+    views = ["/", "/evidence", "/api/snippets?limit=20", "/api/pages", "/graph", "/api/graph", "/llms.txt"]
+    assert app.state.web.prerendered.wait(60)  # the start-up warm-up's statements are not the views'
+    for view in views:  # the first requests fill the caches
+        assert live.get(view, headers={"accept": "text/html"}).status_code == 200, view
+    statements: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement)
+
+    def read(view: str) -> tuple[int, str]:
+        statements.clear()
+        response = live.get(view, headers={"accept": "text/html"})
+        assert response.status_code == 200, view
+        return len(statements), response.text
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        warm = {view: read(view)[0] for view in views}
+        renderings = app.state.agent_documents.renderings
+        snippet = live.get("/api/snippets", params={"page": "hw-tma", "limit": 1}).json()["snippets"][0]
+        before = live.get("/api/snippets", params={"status": "pass", "limit": 1}).json()["total"]
+        records = [
+            {
+                "record_id": f"no-rebuild-{target}-{step}",
+                "snippet_id": snippet["id"],
+                "page_id": "hw-tma",
+                "target": target,
+                "step": step,
+                "status": "pass",
+                "content_hash": snippet["content_hash"],
+                "timestamp": "2026-12-01T00:00:00Z",
+            }
+            for target in snippet["targets"]
+            for step in ("compile", "run")
+        ]
+        posted = live.post("/api/evidence", json=records, headers={"Authorization": "Bearer test-runner-token"})
+        assert posted.status_code == 200 and posted.json()["inserted"] == len(records), posted.text
+        after = {view: read(view) for view in views}
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    # The post took effect where statuses show: the snippet passes now.
+    assert live.get("/api/snippets", params={"status": "pass", "limit": 1}).json()["total"] == before + 1
+    assert {view: n for view, (n, _) in after.items()} == warm  # the same statements as warm: nothing rebuilt
+    assert app.state.agent_documents.renderings == renderings  # llms.txt is kept per index generation, not per post
