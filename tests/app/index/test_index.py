@@ -152,6 +152,29 @@ def test_rows_written_as_copy_text_come_back_as_they_were_with_escapes_nulls_num
     assert [tuple(r) for r in measured] == [(i, None, awkward[i], claims[i][6]) for i in range(6)]
 
 
+def test_a_large_reindex_into_postgresql_leaves_the_planner_statistics_of_what_it_wrote(postgres_url, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Without statistics the planner took 10,000 indexed pages for 22 until autovacuum came by, and a listing by
+    architecture probed the primary key once a page (253 ms instead of 14 at 10,000 pages)."""
+    from sqlalchemy import text
+
+    from app.index.build import ANALYZE_AFTER
+
+    wiki = tmp_path / "many"
+    wiki.mkdir()
+    pages = ANALYZE_AFTER + 50
+    for n in range(pages):
+        (wiki / f"p{n}.md").write_text(f"---\nid: p{n}\ntitle: Page {n}\narchitectures: [sm90a]\n---\nText {n}.\n")
+    store = Store(postgres_url)
+    store.create_schema()
+    assert len(store.reindex(wiki, full_text=False).added) == pages
+    with store.engine.connect() as conn:
+        counted = dict(
+            conn.execute(text("SELECT relname, reltuples FROM pg_class WHERE relname IN ('page', 'architecture')")).all()
+        )
+    assert counted == {"page": pages, "architecture": pages}
+    store.engine.dispose()
+
+
 def test_a_reindex_into_postgresql_stores_page_text_compressed_with_lz4_where_the_server_has_it(
     postgres_url, wiki_dir: Path
 ) -> None:  # type: ignore[no-untyped-def]
