@@ -51,6 +51,7 @@ from app.search.text import (
     MAX_WORD,
     arch_forms,
     fold,
+    forget_terms,
     index_terms,
     plain_word,
 )
@@ -411,6 +412,7 @@ class SyncedIndex:
                     numbers[page.id] = next_no
                     next_no += 1
                 _add_page(pages.writer, sections.writer, numbers[page.id], page, found.get(page.id, []))
+        forget_terms()
         searcher = pages.finish()
         sections.finish()
         _write_words(path / "words", searcher)
