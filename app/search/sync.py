@@ -420,7 +420,9 @@ class SyncedIndex:
 
 def pages_digest(conn: Connection) -> str:
     """A digest of every page's id, content hash and path in the SQL index behind `conn`, streamed (no row is kept)."""
-    rows = conn.execution_options(yield_per=2000).execute(select(col(PageRow.id), col(PageRow.content_hash), col(PageRow.path)))
+    query = select(col(PageRow.id), col(PageRow.content_hash), col(PageRow.path))
+    # The option for this statement only: `conn.execution_options(...)` would change `conn` itself (SQLAlchemy 2).
+    rows = conn.execute(query, execution_options={"yield_per": 2000})
     return _digest(rows)
 
 
