@@ -6,6 +6,7 @@ from pathlib import Path
 
 from app.index.filters import Filters
 from app.search import SearchEngine, search_dir_for
+from app.search.sync import pages_digest
 from app.store import Store
 
 
@@ -123,3 +124,25 @@ def test_a_folder_without_a_digest_is_checked_by_its_page_table_and_given_one(
             fresh.engine.dispose()
     finally:
         first.engine.dispose()
+
+
+def test_the_pages_digest_is_the_one_the_build_wrote_moves_with_a_page_and_leaves_the_connection_as_it_was(
+    db_url: str, wiki_dir: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "search"
+    store = Store(db_url, search_engine=SearchEngine(directory=folder))
+    try:
+        store.create_schema()
+        store.reindex(wiki_dir)
+        written = (folder / str(store.search_engine._folder) / "digest").read_text()
+        with store.engine.connect() as conn:
+            assert pages_digest(conn) == written and written.startswith("4:")
+            assert dict(conn.get_execution_options()) == {}  # no streaming option left on the caller's connection
+        page = wiki_dir / "ptx.md"
+        page.write_text(page.read_text() + "\nwombat\n")
+        store.reindex(wiki_dir)
+        with store.engine.connect() as conn:
+            assert pages_digest(conn) != written
+            assert pages_digest(conn) == (folder / str(store.search_engine._folder) / "digest").read_text()
+    finally:
+        store.engine.dispose()
