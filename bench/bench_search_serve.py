@@ -28,8 +28,9 @@ over: under 5% CPU for a second.
 
 `--postgres ADMIN_URL` indexes into a database of its own on that server (made for
 the run, dropped after it) instead of an SQLite file; Datasette's FTS5 copy is made
-from the same rows. After each kernelwiki server's runs the resident memory of its
-processes is read (/proc/<pid>/smaps_rollup: RSS, PSS, private), and the time from
+from the same rows. `--db URL` indexes into a database made beforehand and keeps it
+(a second run finds the pages unchanged and skips to serving). After each kernelwiki server's runs the resident memory of its
+processes is read (/proc/<pid>/smaps_rollup: RSS, PSS, private, anonymous), and the time from
 its start to its first search answer is printed (the host's full-text index is
 built then, by the first server on a fresh database).
 """
@@ -252,6 +253,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8791)
     parser.add_argument("--snippet-every", type=int, default=0, help="give every N-th page a compiled CUDA block")
     parser.add_argument("--postgres", metavar="ADMIN_URL", help="index into a fresh database on this PostgreSQL server")
+    parser.add_argument(
+        "--db", metavar="URL", help="index into this database (made beforehand, kept after) instead of a fresh one"
+    )
     parser.add_argument("--wiki", type=Path, help="the generated wiki's folder, kept (generated there when it holds no page)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument(
@@ -283,7 +287,10 @@ def main() -> None:
             started = time.perf_counter()
             generate(root, args.pages, snippet_every=args.snippet_every)
             print(f"{args.pages} pages generated in {time.perf_counter() - started:.1f} s", flush=True)
-        url, drop = postgres_database(args.postgres) if args.postgres else (f"sqlite:///{tmp / 'index.db'}", lambda: None)
+        if args.db:
+            url, drop = args.db, lambda: None
+        else:
+            url, drop = postgres_database(args.postgres) if args.postgres else (f"sqlite:///{tmp / 'index.db'}", lambda: None)
         try:
             run(args, tmp, root, evidence, url, datasette)
         finally:
@@ -362,6 +369,7 @@ def run(args: argparse.Namespace, tmp: Path, root: Path, evidence: Path, url: st
                 for name, m in used.items():
                     print(
                         f"{label:22} {name:9} rss {m['rss_mb']:7.1f} MB  pss {m['pss_mb']:7.1f} MB  private {m['private_mb']:7.1f} MB"
+                        f"  anon {m['anon_mb']:7.1f} MB"
                     )
                 figures[label] = {"memory": used}  # type: ignore[dict-item]
                 continue
@@ -372,6 +380,7 @@ def run(args: argparse.Namespace, tmp: Path, root: Path, evidence: Path, url: st
             for name, m in resident.items():
                 print(
                     f"{label:22} {name:9} rss {m['rss_mb']:7.1f} MB  pss {m['pss_mb']:7.1f} MB  private {m['private_mb']:7.1f} MB"
+                    f"  anon {m['anon_mb']:7.1f} MB"
                 )
             figures[label]["memory"] = resident  # type: ignore[assignment]
         finally:

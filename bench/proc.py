@@ -53,7 +53,9 @@ def children(pid: int) -> list[int]:
 
 def memory_mb(pid: int) -> dict[str, float]:
     """A process's resident memory in MB: all of it (rss), its proportional share of pages shared with other processes
-    (pss: the index's memory maps count once over the processes that map them) and what only it holds (private)."""
+    (pss: the index's memory maps count once over the processes that map them), what only it holds (private) and its
+    anonymous memory (anon: heap and stacks, not file pages). Private counts the pages of the memory-mapped index that
+    only this process has touched so far (clean file pages, page cache the kernel can drop and share); anon does not."""
     fields: dict[str, int] = {}
     for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
         name, value, *_ = line.split()
@@ -63,6 +65,7 @@ def memory_mb(pid: int) -> dict[str, float]:
         "rss_mb": round(fields["Rss"] / 1024, 1),
         "pss_mb": round(fields["Pss"] / 1024, 1),
         "private_mb": round(private / 1024, 1),
+        "anon_mb": round(fields.get("Anonymous", 0) / 1024, 1),
     }
 
 

@@ -7,7 +7,7 @@ One folder per database (`search_dir_for`) holds:
 - `.lock`: held (flock, exclusive) by the one process that checks, builds,
   publishes or removes generations at a time;
 - `g<generation>-<token>/`: one built generation, never changed once published
-  (its `pages/`, `sections/`, `words/` tantivy indexes and `state.json`); every
+  (its `pages/`, `sections/`, `words/` tantivy indexes, `digest` and `state.json`); every
   process reading one holds a shared flock on its `in-use` file, and a folder
   is removed only when an exclusive one can be had (nobody reads it).
 
@@ -36,6 +36,8 @@ LOCK = ".lock"
 IN_USE = "in-use"
 STATE = "state.json"
 """A generation's page table (content hash and number of each page): written last, so its presence means complete."""
+DIGEST = "digest"
+"""A generation's digest of its pages (`app.search.sync.pages_digest`): what a process opening it compares with the SQL rows."""
 INDEXES = ("pages", "sections", "words")
 
 
@@ -122,6 +124,13 @@ class HostFolder:
             data: dict[str, Any] = json.loads((self.root / folder / STATE).read_text())
             return data
         except (OSError, ValueError):
+            return None
+
+    def digest(self, folder: str) -> str | None:
+        """A generation's digest of its pages, or None when it is missing (a folder of an older version)."""
+        try:
+            return (self.root / folder / DIGEST).read_text().strip() or None
+        except OSError:
             return None
 
     def hold(self, folder: str) -> IO[str] | None:

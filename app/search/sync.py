@@ -22,6 +22,7 @@ the one its shape belongs to (`app.search.text.plain_word`). Queries are built f
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shutil
@@ -29,7 +30,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,11 +46,12 @@ from app.index.db import chunks, index_generation
 from app.index.facets import FILTER_FACETS
 from app.index.models import PageRow, SectionRow
 from app.schemas import SearchPublic
-from app.search.folder import INDEXES, STATE, HostFolder, Pointer
+from app.search.folder import DIGEST, INDEXES, STATE, HostFolder, Pointer
 from app.search.text import (
     MAX_WORD,
     arch_forms,
     fold,
+    forget_terms,
     index_terms,
     plain_word,
 )
@@ -139,7 +141,7 @@ def _word_schema() -> Any:
 
 SCHEMAS = {"pages": _page_schema, "sections": _section_schema, "words": _word_schema}
 STORED = {"pages": 10_000, "sections": 8_192, "words": 0}
-"""Documents whose stored data (`data`) a process keeps decoded per generation, per index (see `_Tantivy.data`)."""
+"""Documents whose stored data (`data`) a process keeps per generation, per index (see `_Tantivy.data`)."""
 WRITER_HEAP = 512_000_000
 """The writer's memory budget: an upper bound, taken as used (at 10,000 pages the whole process peaked at 191 MB)."""
 
@@ -153,7 +155,7 @@ class _Tantivy:
         self.index.register_tokenizer(IDS_ANALYZER, identifier_analyzer())
         self.schema = index.schema
         self.searcher = index.searcher()
-        self._stored: LRU[Any] = LRU(stored)
+        self._stored: LRU[bytes] = LRU(stored)
 
     @classmethod
     def empty(cls, name: str) -> _Tantivy:
@@ -168,19 +170,22 @@ class _Tantivy:
         return cls(index, STORED.get(path.name, 0))
 
     def data(self, addr: Any, decode: Callable[[bytes], Any]) -> Any:
-        """The document at `addr`'s stored `data`, decoded, kept for this generation (at most `STORED` documents).
+        """The document at `addr`'s stored `data`, decoded; its bytes kept for this generation (at most `STORED`).
 
         Reading it from tantivy's store decompresses a block of documents each time: with the decoding
         that was 7% of a search's CPU at 10,000 pages, where the per-process dictionaries of the
-        in-memory index (undone by the on-disk one) cost nothing. Kept per `_Tantivy`, so per
-        generation: a reindex opens new ones, and a search still reading the old one reads its own.
+        in-memory index (undone by the on-disk one) cost nothing. The bytes are kept, not the decoded
+        value: a page's dictionary or a section's three strings took ~2.5x the memory of their bytes
+        (the caches, full, held ~16 MB in every worker), and decoding them again is a few microseconds.
+        Kept per `_Tantivy`, so per generation: a reindex opens new ones, and a search still reading the
+        old one reads its own.
         """
         key = (addr.segment_ord, addr.doc)
         found = self._stored.get(key)
         if found is None:
-            found = decode(bytes(self.searcher.doc(addr)["data"][0]))
+            found = bytes(self.searcher.doc(addr)["data"][0])
             self._stored.put(key, found)
-        return found
+        return decode(found)
 
 
 class _Writer:
@@ -332,7 +337,16 @@ class SyncedIndex:
         return True
 
     def _publish(self, conn: Connection, folder: HostFolder, generation: int, base: Pointer | None) -> Pointer:
-        """The generation for the SQL rows behind `conn`: the published one if it holds them, else a new one built."""
+        """The generation for the SQL rows behind `conn`: the published one if it holds them, else a new one built.
+
+        Whether the published one holds them is first asked of its digest (`pages_digest`, the rows streamed, never
+        held): a serving process opening the host's index reads no page table. Every page's hash and the previous
+        generation's table (`state.json`) are read only to build: at 30,000 pages reading both kept ~18 MB of a
+        worker's heap (freed to the allocator, not to the system), for nothing when the folder was current.
+        """
+        if base is not None and folder.digest(base.folder) == pages_digest(conn):
+            folder.publish(Pointer(base.folder, generation))
+            return Pointer(base.folder, generation)
         # A page's content hash and path: a page is re-added when either changed.
         current = {
             pid: f"{h}\0{path}"
@@ -341,6 +355,7 @@ class SyncedIndex:
         state = folder.state(base.folder) if base is not None else None
         if base is not None and state is not None and state["hashes"] == current:
             pointer = Pointer(base.folder, generation)
+            _write_digest(folder.root / base.folder, current)  # a folder of a version without digests: from now on
         else:
             hashes: dict[str, str] = state["hashes"] if state is not None else {}
             numbers: dict[str, int] = state["page_no"] if state is not None else {}
@@ -352,7 +367,8 @@ class SyncedIndex:
             for pid in removed:
                 numbers.pop(pid, None)
             state_text = json.dumps({"generation": generation, "hashes": current, "page_no": numbers})
-            (path / STATE).write_text(state_text)
+            _write_digest(path, current)
+            (path / STATE).write_text(state_text)  # last: its presence means the folder is complete
             pointer = Pointer(path.name, generation)
         folder.publish(pointer)
         return pointer
@@ -396,9 +412,33 @@ class SyncedIndex:
                     numbers[page.id] = next_no
                     next_no += 1
                 _add_page(pages.writer, sections.writer, numbers[page.id], page, found.get(page.id, []))
+        forget_terms()
         searcher = pages.finish()
         sections.finish()
         _write_words(path / "words", searcher)
+
+
+def pages_digest(conn: Connection) -> str:
+    """A digest of every page's id, content hash and path in the SQL index behind `conn`, streamed (no row is kept)."""
+    query = select(col(PageRow.id), col(PageRow.content_hash), col(PageRow.path))
+    # The option for this statement only: `conn.execution_options(...)` would change `conn` itself (SQLAlchemy 2).
+    rows = conn.execute(query, execution_options={"yield_per": 2000})
+    return _digest(rows)
+
+
+def _write_digest(path: Path, current: dict[str, str]) -> None:
+    """Write the digest of the pages `current` (id → content hash NUL path) into the generation folder `path`."""
+    (path / DIGEST).write_text(_digest((pid, *h.split("\0", 1)) for pid, h in current.items()))
+
+
+def _digest(rows: Iterable[Sequence[str]]) -> str:
+    """The count and the sum of the rows' hashes (id, content hash, path), so their order does not matter."""
+    total = count = 0
+    for pid, content_hash, path in rows:
+        row = f"{pid}\0{content_hash}\0{path}".encode()
+        total += int.from_bytes(hashlib.blake2b(row, digest_size=16).digest(), "big")
+        count += 1
+    return f"{count}:{total % (1 << 128):032x}"
 
 
 def _release(held: list[IO[str]]) -> None:

