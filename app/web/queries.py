@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 from sqlmodel import col, select
 
+from app.index.db import chunks
 from app.index.models import EvidenceRow, PageRow, SnippetRow
 
 
@@ -27,11 +28,11 @@ class PageSource:
 
 @dataclass(frozen=True)
 class LinkMap:
-    """Every page id and file path, for turning body links into page URLs."""
+    """The pages a body's links may name, for turning them into page URLs."""
 
-    ids: frozenset[str]
-    paths: dict[str, str]  # file path → page id
-    key: int  # changes when the set of pages changes
+    ids: frozenset[str]  # page ids among the body's link targets that exist
+    paths: dict[str, str]  # file path → page id, of the .md paths the body links to that exist
+    key: int  # changes when what the links resolve to changes
 
 
 def page_source(conn: Connection, page_id: str) -> PageSource | None:
@@ -41,11 +42,18 @@ def page_source(conn: Connection, page_id: str) -> PageSource | None:
     return PageSource(row.body, row.body_line, row.path, row.content_hash) if row else None
 
 
-def link_map(conn: Connection) -> LinkMap:
-    """Every page's id and path: read once per index generation (callers cache it), never per request."""
-    rows = conn.execute(select(PageRow.id, PageRow.path)).all()
-    paths = {path: pid for pid, path in rows}
-    return LinkMap(frozenset(paths.values()), paths, hash(frozenset(paths.items())))
+def link_map(conn: Connection, ids: frozenset[str], paths: frozenset[str]) -> LinkMap:
+    """Which of `ids` (page ids) and `paths` (file paths) a body links to are pages: one indexed lookup a page
+    view, never every page (a map of every page's id and path was ~23 MB in each worker at 100,000 pages)."""
+    found_ids: set[str] = set()
+    found_paths: dict[str, str] = {}
+    for chunk in chunks(sorted(ids), 500):
+        found_ids.update(conn.execute(select(PageRow.id).where(col(PageRow.id).in_(chunk))).scalars())
+    for chunk in chunks(sorted(paths), 500):
+        found_paths.update(
+            (path, pid) for pid, path in conn.execute(select(PageRow.id, PageRow.path).where(col(PageRow.path).in_(chunk)))
+        )
+    return LinkMap(frozenset(found_ids), found_paths, hash((frozenset(found_ids), frozenset(found_paths.items()))))
 
 
 def snippet_errors(conn: Connection, page_id: str) -> dict[str, str]:

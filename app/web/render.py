@@ -24,7 +24,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from app.cache import LRU
-from app.index.markdown import render
+from app.index.markdown import outline, render
 from app.schemas import SnippetPublic
 
 MAX_HIGHLIGHT_CHARS = 200_000  # longer blocks are shown plain
@@ -85,19 +85,44 @@ def _figure(token: Token, snippet: SnippetPublic | None, cache: LRU[str]) -> str
     return f'<figure class="code snippet" id="{anchor}">{head}{pre}{_evidence_slot(snippet.id)}</figure>\n'
 
 
-def link_target(href: str, page_path: str, ids: set[str], paths: dict[str, str]) -> str | None:
-    """The /pages/ URL a relative body link means (a page id or a .md path), or None."""
+def link_candidates(href: str, page_path: str) -> tuple[str, str | None, str] | None:
+    """What a relative body link may name: (a page id, a wiki file path when it names a .md file, its #fragment),
+    or None for a link that leaves the wiki (a scheme, an absolute path, an anchor of this page)."""
     if not href or href.startswith(("#", "/")) or re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", href):
         return None
     target, _, frag = html.unescape(href).partition("#")
-    frag = f"#{frag}" if frag else ""
+    path = posixpath.normpath(posixpath.join(posixpath.dirname(page_path), target)) if target.endswith(".md") else None
+    return target, path, f"#{frag}" if frag else ""
+
+
+def link_target(href: str, page_path: str, ids: set[str] | frozenset[str], paths: dict[str, str]) -> str | None:
+    """The /pages/ URL a relative body link means (a page id or a .md path), or None."""
+    found = link_candidates(href, page_path)
+    if found is None:
+        return None
+    target, path, frag = found
     if target in ids:
         return f"/pages/{target}{frag}"
-    if target.endswith(".md"):
-        path = posixpath.normpath(posixpath.join(posixpath.dirname(page_path), target))
-        if path in paths:
-            return f"/pages/{paths[path]}{frag}"
+    if path is not None and path in paths:
+        return f"/pages/{paths[path]}{frag}"
     return None
+
+
+def body_link_candidates(body: str, page_path: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The page ids and wiki file paths a body's links may name (`link_candidates` of each link): what a page
+    view asks the index about, rather than holding every page's id and path."""
+    ids: set[str] = set()
+    paths: set[str] = set()
+    tokens = outline(body).tokens
+    for token in tokens:
+        for child in token.children or []:
+            if child.type == "link_open":
+                found = link_candidates(str(child.attrGet("href") or ""), page_path)
+                if found is not None:
+                    ids.add(found[0])
+                    if found[1] is not None:
+                        paths.add(found[1])
+    return frozenset(ids), frozenset(paths)
 
 
 def heading_permalink(level: int, anchor: str) -> tuple[int, str]:
@@ -110,7 +135,7 @@ def render_body(
     body_line: int,
     page_path: str,
     snippets: list[SnippetPublic],
-    ids: set[str],
+    ids: set[str] | frozenset[str],
     paths: dict[str, str],
     cache: LRU[str],
 ) -> list[Segment]:

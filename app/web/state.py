@@ -42,7 +42,8 @@ class WebState:
     bodies: LRU[Any] = field(default_factory=lambda: LRU(256))  # rendered page bodies
     code: LRU[str] = field(default_factory=lambda: LRU(4096))  # highlighted code blocks
     graphs: LRU[Any] = field(default_factory=lambda: LRU(64, wait=True))  # graph drawings, per generation and neighbourhood
-    links: LRU[Any] = field(default_factory=lambda: LRU(2))  # every page id and path, per index generation
+    link_names: LRU[Any] = field(default_factory=lambda: LRU(1024))  # the ids and paths a page body's links name
+    links: LRU[Any] = field(default_factory=lambda: LRU(1024))  # which of those are pages, per index generation
     asset_version: str = ""  # appended to asset URLs so browsers refetch after a change
     warmed: threading.Event = field(default_factory=threading.Event)  # set once templates and lexers are compiled
     prerendered: threading.Event = field(default_factory=threading.Event)  # set when background pre-rendering ended

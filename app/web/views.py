@@ -22,7 +22,7 @@ from app.web import queries
 from app.web.badges import STATUS_ORDER, SnippetEvidence, TargetEvidence, snippet_evidence, target_evidence
 from app.web.filters import safe_url
 from app.web.graph import GRAPH_NODES, layout
-from app.web.render import Segment, render_body, toc_items
+from app.web.render import Segment, body_link_candidates, render_body, toc_items
 from app.web.state import WebState
 from snippets.architectures import target_sort_key
 from snippets.page import KNOWN_FIELDS
@@ -61,15 +61,16 @@ def page_view(pages: Pages, web: WebState, page_id: str, conn: Connection) -> Pa
     if page is None:
         return None
     source = queries.page_source(conn, page_id)
-    generation = index_generation(conn)
-    links = web.links.get_or_make(generation, lambda: queries.link_map(conn))
     errors = queries.snippet_errors(conn, page_id) if any(s.mode == "error" for s in page.snippets) else {}
     if source is None:
         return None
+    # What the body's links name, then which of those are pages (per index generation): never every page's id and path.
+    named = web.link_names.get_or_make((page_id, source.content_hash), lambda: body_link_candidates(source.body, source.path))
+    links = web.links.get_or_make((index_generation(conn), page_id, source.content_hash), lambda: queries.link_map(conn, *named))
     snippet_key = tuple((s.id, s.line, s.content_hash) for s in page.snippets)
     segments = web.bodies.get_or_make(
         (page_id, source.content_hash, links.key, snippet_key),
-        lambda: render_body(source.body, source.body_line, source.path, page.snippets, set(links.ids), links.paths, web.code),
+        lambda: render_body(source.body, source.body_line, source.path, page.snippets, links.ids, links.paths, web.code),
     )
     evidence = {s.id: snippet_evidence(s, errors.get(s.id)) for s in page.snippets}
     counts = Counter(s.status for s in page.snippets)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -63,6 +64,26 @@ def test_alias_title_and_id_redirect_to_the_page(client: Any) -> None:
     ]:
         r = client.get(f"/a/{name}", follow_redirects=False)
         assert r.status_code == 302 and r.headers["location"] == f"/pages/{page_id}", name
+
+
+def test_body_links_to_pages_by_id_or_file_resolve_and_follow_the_wiki(server: Any, client: Any, web_wiki: Path) -> None:
+    """A page view asks the index only about the ids and .md paths its own links name (no map of every page in each
+    worker); a link to a page that appears later resolves after the reindex that brings it."""
+    body = (
+        "By id: [TMA](hw-tma#box). By file: [TMEM](nvidia/tmem.md). Up and down: [barrier](./nvidia/../nvidia/mbarrier.md).\n\n"
+        "Not yet: [later](later-page) and [later file](later.md). Elsewhere: [out](https://example.com/x.md), [top](#top).\n"
+    )
+    (web_wiki / "linker.md").write_text(f"---\nid: linker\ntitle: Linker\ntype: technique\n---\n{body}", encoding="utf-8")
+    store = server.app.state.store
+    store.reindex(web_wiki)
+    text = client.get("/pages/linker").text
+    assert 'href="/pages/hw-tma#box"' in text and 'href="/pages/hw-tmem"' in text and 'href="/pages/hw-mbarrier"' in text
+    assert 'href="later-page"' in text and 'href="later.md"' in text  # no such page (yet): left as written
+    assert 'href="https://example.com/x.md"' in text and 'href="#top"' in text
+    (web_wiki / "later.md").write_text("---\nid: later-page\ntitle: Later\ntype: technique\n---\nHere now.\n", encoding="utf-8")
+    store.reindex(web_wiki)
+    text = client.get("/pages/linker").text
+    assert text.count('href="/pages/later-page"') == 2  # by id and by file
 
 
 def test_page_view_has_toc_panel_highlighting_and_links(client: Any) -> None:
