@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
-from sqlalchemy.exc import DatabaseError
-from starlette.exceptions import HTTPException as StarletteHTTPException
+if TYPE_CHECKING:  # the web stack is imported by `install_error_handlers` alone: the command line reads the lines below
+    from fastapi import FastAPI, Request
+    from fastapi.responses import Response
 
 log = logging.getLogger("kernelwiki")
 
@@ -64,6 +62,10 @@ def wants_html(request: Request) -> bool:
 
 def install_error_handlers(app: FastAPI, html_renderer: Any = None) -> None:
     """Route every exception through `error_body` (or an HTML page for browsers)."""
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from sqlalchemy.exc import DatabaseError
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 
     def respond(request: Request, status: int, detail: Any, headers: dict[str, str] | None = None) -> Response:
         if html_renderer is not None and wants_html(request):

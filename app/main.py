@@ -14,14 +14,13 @@ import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from fastapi import FastAPI
 
 from app.agents import install_agents
 from app.api import artifacts, docs, evidence, health, pages, repository, search, snippets
 from app.errors import broken_index_line, install_error_handlers
-from app.search import SearchEngine, search_dir_for
+from app.opening import open_store, prepare_store, queue_changed_snippets, read_only_url
 from app.settings import Settings
 from app.shutdown import quiet_cancellations
 from app.store import Store
@@ -30,77 +29,12 @@ from app.watch import IndexKeeper, IndexStatus
 from app.web import install_web
 from app.web.warm import warm_up
 
+__all__ = ["create_app", "keeper_for", "open_store", "prepare_store", "queue_changed_snippets", "read_only_url", "worker_app"]
 log = logging.getLogger("kernelwiki")
 SHUTDOWN_JOIN_S = 0.25
 """At shutdown, how long the app waits for the indexer thread."""
 WARMER_JOIN_S = 2.0
 """At shutdown, the most the app waits for the page warm-up to stop between two pages (it usually takes one page)."""
-
-
-def queue_changed_snippets(settings: Settings, store: Store, snippet_ids: list[str]) -> None:
-    """On edit: queue verification jobs for snippets whose content is new, where a job queue is configured.
-
-    The queue is opt-in (KERNELWIKI_QUEUE_DATABASE_URL); a queue that cannot be
-    reached is logged, never fatal: the scheduler's sweep queues the same work later.
-    """
-    if not snippet_ids or settings.queue_database_url is None:
-        return
-    try:
-        from app.queue.scheduler import enqueue_changed
-
-        result = enqueue_changed(settings, store, snippet_ids)
-        log.info("queued verification of %d changed snippet(s): %s", len(snippet_ids), result)
-    except Exception as exc:  # noqa: BLE001 - the service must start without its queue
-        log.warning("could not queue %d changed snippet(s): %s", len(snippet_ids), exc)
-
-
-def read_only_url(url: str) -> str:
-    """The same SQLite index opened read-only (other databases unchanged)."""
-    if not url.startswith("sqlite") or "///" not in url:
-        return url
-    scheme, path = url.split("///", 1)
-    if path.startswith("file:") or path in ("", ":memory:"):
-        return url
-    return f"{scheme}///file:{Path(path).resolve()}?mode=ro&uri=true"
-
-
-def open_store(settings: Settings, read_only: bool = False) -> Store:
-    """Open the index; a writer migrates it to the newest schema first. Raises on a damaged index."""
-    url = read_only_url(settings.db) if read_only else settings.db
-    store = Store(
-        url,
-        pool_size=settings.db_pool_size,
-        max_overflow=settings.db_max_overflow,
-        pool_timeout=settings.db_pool_timeout_s,
-        search_engine=SearchEngine(
-            settings.search_cache_size,
-            settings.search_typo_budget_s,
-            settings.search_refresh_s,
-            directory=settings.search_dir or search_dir_for(settings.db),
-        ),
-    )
-    if not read_only:
-        store.create_schema()
-    elif url != settings.db:
-        from app.index.db import make_engine
-
-        # The one write an extra worker makes: storing posted evidence (short transactions, serialised by SQLite).
-        store.evidence.writer = make_engine(settings.db, pool_size=1, max_overflow=2)
-    return store
-
-
-def prepare_store(settings: Settings) -> Store:
-    """Open the index, index the wiki and load committed evidence, all before returning (benchmarks, the CLI)."""
-    store = open_store(settings)
-    if settings.index_on_start:
-        report = store.reindex(settings.wiki)
-        for d in report.diagnostics:
-            log.warning("%s", d)
-        queue_changed_snippets(settings, store, report.changed_snippets)
-        loaded = store.evidence.load_dir(settings.evidence)
-        for e in loaded.errors:
-            log.warning("%s", e)
-    return store
 
 
 def keeper_for(settings: Settings, store: Store, status: IndexStatus) -> IndexKeeper:

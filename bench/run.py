@@ -42,6 +42,7 @@ class Bench:
 BENCHES = (
     Bench("index", "bench_index.py", ("--pages", "500", "--rounds", "3", "--seconds", "2")),
     Bench("web", "bench_web.py", ("--repeat", "3")),
+    Bench("cli_start", "bench_cli_start.py", ("--rounds", "1")),
     Bench("verify", "bench_verify.py", ("--wiki", str(REPO / "tests" / "fixtures" / "wiki")), needs="nvcc"),
     Bench("compile_batch", "bench_compile_batch.py", ("--limit", "3"), needs="nvcc"),
     Bench("queue", "bench_queue.py", ("--jobs", "200", "--workers", "2"), needs="postgres"),

@@ -461,7 +461,7 @@ def build_nvrtc(
     outcome.output = (outcome.output + "\n" + res.output).strip()
     outcome.resources = parse_ptxas_resources(res.output)
     outcome.warnings = dx.meaning_warnings(res.output, dx.RDC_BUILD)
-    if not _finished(outcome, res, tu, snippet, "ptxas"):
+    if not _finished(outcome, res, tu, snippet, "ptxas") or not _cubin_read_back(outcome, res, CUBIN_FILE):
         return build
     if snippet.mode == "compile_fail":
         outcome.status = "fail"
@@ -517,7 +517,9 @@ def _whole_program(
     )
     outcome.command += f" && {shlex.join(res.argv)}"
     outcome.output = (outcome.output + "\n" + res.output).strip()
-    if not _finished(outcome, res, build.tu, snippet, "ptxas (whole-program build)"):
+    if not _finished(outcome, res, build.tu, snippet, "ptxas (whole-program build)") or not _cubin_read_back(
+        outcome, res, PROGRAM_CUBIN
+    ):
         return
     resources = parse_ptxas_resources(res.output)
     if resources:
@@ -541,4 +543,15 @@ def _finished(outcome: StepOutcome, res: ProcessResult, tu: TranslationUnit, sni
         _fail_from(outcome, snippet, diag, res.output)
     else:
         return True
+    return False
+
+
+def _cubin_read_back(outcome: StepOutcome, res: ProcessResult, name: str) -> bool:
+    """True when ptxas's cubin was handed back as a regular file of the sandbox user (the readback rule); else the step
+    is an error. Its SASS is only ever read inside the sandbox, but a pass must name a cubin that is there: code
+    running where ptxas runs could leave a symlink to a host file in its place."""
+    if name in res.artifacts:
+        return True
+    why = res.refused.get(name, "not written")
+    outcome.status, outcome.detail = "error", f"ptxas reported success but its cubin {name} could not be read back ({why})"
     return False

@@ -225,6 +225,37 @@ def store(db_url: str, wiki_dir: Path):  # type: ignore[no-untyped-def]
     s.engine.dispose()
 
 
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def shared_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """`store`, once per backend for a module's tests that only read (the hostile strings: 33 cases each), instead of
+    a schema and an index per case. A case that damaged the index would fail the cases after it too."""
+    from app.search import search_dir_for
+    from app.store import Store
+
+    folder = tmp_path_factory.mktemp("shared-store")
+    shutil.copytree(FIXTURE_WIKI, folder / "wiki")
+    pool: PostgresDatabases | None = None
+    name = ""
+    if request.param == "sqlite":
+        url = f"sqlite:///{folder / 'index.db'}"
+    else:
+        pool = request.getfixturevalue("postgres_databases")
+        name = pool.take()
+        url = pool.url(name)
+    s = Store(url)
+    try:
+        s.create_schema()
+        s.reindex(folder / "wiki")
+        yield s
+    finally:
+        s.engine.dispose()
+        if pool is not None:
+            pool.give_back(name)
+            search_dir = search_dir_for(url)
+            if search_dir is not None:
+                shutil.rmtree(search_dir, ignore_errors=True)
+
+
 class LiveServer:
     """The app served by uvicorn on a free local port, in a thread."""
 

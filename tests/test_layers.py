@@ -25,13 +25,14 @@ APP_FLOORS: tuple[tuple[str, ...], ...] = (
     ("app.pages", "app.health", "app.tryrun.work"),
     ("app.store",),  # 4: the thin façade that wires the services over one database (no logic of its own)
     ("app.queue", "app.deps", "app.watch", "app.repair"),  # 5: job queue and worker; request dependencies; reindexing
-    ("app.web",),  # 6: the HTML browser
-    ("app.agents",),  # 7: Markdown and MCP for agents (borrows app.web.badges)
-    ("app.api",),  # 8: the JSON API (borrows app.agents.budget for token-budgeted search)
-    ("app.tryrun",),  # 9: try runs: tokens, quotas, stored results, their API, editor and MCP tools (issue 27)
-    ("app.main",),  # 10: the app factory
-    ("app.serve",),  # 11: `kernelwiki serve` (uvicorn, workers)
-    ("app.cli",),  # 12: the `kernelwiki` command line
+    ("app.opening",),  # 6: the index opened (and changed snippets queued) for the CLI and the app factory, no web stack
+    ("app.web",),  # 7: the HTML browser
+    ("app.agents",),  # 8: Markdown and MCP for agents (borrows app.web.badges)
+    ("app.api",),  # 9: the JSON API (borrows app.agents.budget for token-budgeted search)
+    ("app.tryrun",),  # 10: try runs: tokens, quotas, stored results, their API, editor and MCP tools (issue 27)
+    ("app.main",),  # 11: the app factory
+    ("app.serve",),  # 12: `kernelwiki serve` (uvicorn, workers)
+    ("app.cli",),  # 13: the `kernelwiki` command line
 )
 """app/ from the ground up, read from the real import graph: a unit (a package, or a module at app/'s top) may import
 the units on floors below its own, never one on its own floor or above. A new module of app/ gets a floor here."""

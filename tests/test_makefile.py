@@ -54,3 +54,16 @@ def test_a_missing_root_only_tool_is_skipped_with_a_message_but_fails_under_ci(t
     failed = make(["browser"], tmp_path, KERNELWIKI_CHROMIUM=missing, CI="true")
     assert failed.returncode != 0
     assert "required with CI=true" in failed.stderr
+
+
+def test_make_test_runs_the_compiles_niced_beside_pytest_and_verify_compile_alone_at_normal_priority(tmp_path: Path) -> None:
+    # `make -n` prints each recipe; the recursive makes of `test` run, also dry (they print theirs).
+    whole = make(["-n", "test"], tmp_path)
+    assert whole.returncode == 0, whole.stderr
+    verify = [line for line in whole.stdout.splitlines() if "kernelwiki verify" in line]
+    assert verify and verify[0].split()[:3] == ["nice", "-n", "10"], verify
+    assert any("pytest" in line and "nice" not in line for line in whole.stdout.splitlines() if "-m pytest" in line)
+    alone = make(["-n", "verify-compile"], tmp_path)
+    assert alone.returncode == 0, alone.stderr
+    plain = [line for line in alone.stdout.splitlines() if "kernelwiki verify" in line]
+    assert plain and "nice" not in plain[0], plain

@@ -44,7 +44,7 @@ def settings_for(wiki: Path | None, db: str | None, **more: object) -> Settings:
 
 def open_store(settings: Settings) -> Store:
     """The index, migrated; a damaged index is one line naming the file and the fix, and exit 1."""
-    from app.main import open_store as open_index
+    from app.opening import open_store as open_index
 
     with index_errors(settings):
         return open_index(settings)
@@ -86,7 +86,7 @@ def index(
     with index_errors(settings):
         report = store.reindex(settings.wiki, force=force or rebuild, full_text=False)  # a server builds the full-text index
         loaded = store.evidence.load_dir(settings.evidence)
-    from app.main import queue_changed_snippets
+    from app.opening import queue_changed_snippets
 
     queue_changed_snippets(settings, store, report.changed_snippets)
     for d in report.skipped + report.diagnostics:
@@ -226,7 +226,7 @@ def mcp(
 ) -> None:
     """Index the wiki, then serve the MCP tools (search, get_page, get_snippet_evidence, resolve) on stdio."""
     from app.agents.mcp_server import run_stdio
-    from app.main import prepare_store
+    from app.opening import prepare_store
 
     settings = settings_for(wiki, db, evidence=evidence)
     run_stdio(settings, lambda: prepare_store(settings))

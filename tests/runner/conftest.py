@@ -58,3 +58,17 @@ def make_wiki(tmp_path: Path):  # noqa: ANN201
         return root
 
     return make
+
+
+@pytest.fixture(scope="session")
+def nvrtc_root() -> Path:
+    """CUDA 12.9 (with NVRTC: device-only builds) and the disassembler installed (from pip's cache when it has them)."""
+    from runner.toolchains import DISASM, install_toolchain, select_toolchain, toolchains_dir
+
+    base = toolchains_dir().resolve()
+    for release in ("12.9", DISASM):
+        result = install_toolchain(release, base)
+        if result.error:
+            missing_tool(f"CUDA {release} wheels not installable here (make toolchains installs them): {result.error}")
+    assert select_toolchain("12.9", base).nvrtc  # an install made before NVRTC was part of 12.x is completed
+    return base

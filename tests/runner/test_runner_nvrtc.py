@@ -11,14 +11,11 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
-
 from runner.artifacts import ArtifactStore
 from runner.matrix import UNSUPPORTED, MatrixCell, known_good, run_matrix
 from runner.nvrtc import NVRTC_UNSUPPORTED, device_only, launched_templates
-from runner.toolchains import DISASM, MANIFEST, install_toolchain, packages_for, select_toolchain, toolchains_dir
+from runner.toolchains import MANIFEST, install_toolchain, packages_for, select_toolchain
 from runner.verify import verify
-from tests.ci import missing_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "nvrtc_wiki"
@@ -77,22 +74,10 @@ def test_a_12x_install_made_before_nvrtc_is_completed_not_taken_as_installed(tmp
     assert not result.already and "nvidia-cuda-nvrtc-cu12==12.9.*" in result.error  # pip was asked for the missing wheels
 
 
-@pytest.fixture(scope="module")
-def root() -> Path:
-    """CUDA 12.9 (with NVRTC) and the disassembler installed (from pip's cache when it has them)."""
-    base = toolchains_dir().resolve()
-    for release in (RELEASE, DISASM):
-        result = install_toolchain(release, base)
-        if result.error:
-            missing_tool(f"CUDA {release} wheels not installable here (make toolchains installs them): {result.error}")
-    assert select_toolchain(RELEASE, base).nvrtc  # an install made before NVRTC was part of 12.x is completed
-    return base
-
-
-def test_cuda_blocks_build_device_only_with_nvrtc_and_say_what_was_not_built(tmp_path, root):
+def test_cuda_blocks_build_device_only_with_nvrtc_and_say_what_was_not_built(tmp_path, nvrtc_root):
     wiki = tmp_path / "wiki"
     shutil.copytree(FIXTURE, wiki)
-    tc = select_toolchain(RELEASE, root)
+    tc = select_toolchain(RELEASE, nvrtc_root)
     assert tc.label == "nvrtc 12.9.86 (device only)" and not tc.nvcc
     report = verify(wiki, toolchain=tc, cache_dir=tmp_path / "cache", compile_only=False)
     steps = {(r.snippet_id, r.step): r for r in report.records}
@@ -111,11 +96,11 @@ def test_cuda_blocks_build_device_only_with_nvrtc_and_say_what_was_not_built(tmp
     assert libcu.status == "skipped" and libcu.error_kind == NVRTC_UNSUPPORTED and "<cuda/barrier>" in libcu.message
 
 
-def test_matrix_cells_of_a_12x_release_are_real_statuses_with_kept_sass(tmp_path, root):
+def test_matrix_cells_of_a_12x_release_are_real_statuses_with_kept_sass(tmp_path, nvrtc_root):
     wiki = tmp_path / "wiki"
     shutil.copytree(FIXTURE, wiki)
     store = ArtifactStore(tmp_path / "art")
-    report = run_matrix(wiki, [RELEASE], root, store=store, cache_dir=tmp_path / "cache")
+    report = run_matrix(wiki, [RELEASE], nvrtc_root, store=store, cache_dir=tmp_path / "cache")
     cells = {c.snippet_id: c for c in report.cells}
     assert cells["nvrtc-device-only:1"].status == "pass" and cells["nvrtc-device-only:1"].sass_check == "pass"
     assert "FFMA" in (store.get(cells["nvrtc-device-only:1"].sass or "") or "")

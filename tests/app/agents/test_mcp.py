@@ -177,8 +177,9 @@ def test_http_endpoint_refuses_what_is_not_an_mcp_post_from_this_host(settings) 
 
 
 @pytest.mark.parametrize("query", HOSTILE, ids=[repr(q[:20]) for q in HOSTILE])
-def test_hostile_arguments_get_answers_or_tool_errors_never_a_crash(store, query: str) -> None:
+def test_hostile_arguments_get_answers_or_tool_errors_never_a_crash(shared_store, query: str) -> None:  # noqa: ANN001
     """Any string in any argument: an answer or an anticipated tool error, never the SDK's bare crash message."""
+    store = shared_store  # they only read: one index per backend for the 66 cases
     server = build_server(lambda: store, "http://kw")
     calls = [
         ("search", {"query": query}),
