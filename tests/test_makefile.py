@@ -26,7 +26,10 @@ def make(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedPro
     fake.mkdir(exist_ok=True)
     (fake / "id").write_text("#!/bin/sh\necho 1000\n")
     (fake / "id").chmod(0o755)
-    environment = {k: v for k, v in os.environ.items() if k not in ("CI", "MAKEFLAGS", "MAKELEVEL")}
+    # Not what an outer `make test` passes down: its command-line variables (VERIFY_NICE=10) reach pytest's environment.
+    environment = {
+        k: v for k, v in os.environ.items() if k not in ("CI", "MAKEFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "VERIFY_NICE")
+    }
     environment.update(PATH=f"{fake}:{os.environ['PATH']}", **env)
     return subprocess.run(
         [make_bin, "-s", "-C", str(REPO), *args],
