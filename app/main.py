@@ -10,6 +10,7 @@ process does that, publishing its status to a file the workers read.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 from collections.abc import AsyncIterator
@@ -18,6 +19,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app.agents import install_agents
+from app.agents.routes import warm_llms_txt
 from app.api import artifacts, docs, evidence, health, pages, repository, search, snippets
 from app.errors import broken_index_line, install_error_handlers
 from app.opening import open_store, prepare_store, queue_changed_snippets, read_only_url
@@ -42,6 +44,24 @@ def keeper_for(settings: Settings, store: Store, status: IndexStatus) -> IndexKe
     return IndexKeeper(settings, store, status, lambda ids: queue_changed_snippets(settings, store, ids))
 
 
+def _warm_up(app: FastAPI) -> None:
+    """The start-up warm-up: the docs browser's (app/web/warm.py), then /llms.txt, then the objects made so far
+    frozen out of the garbage collector's way (`gc.freeze`): a full collection then scans only what requests
+    made since, which halved the first /llms.txt after a start at 10,000 pages (270-290 -> 110-150 ms)."""
+    try:
+        warm_up(app)
+        if app.state.web.closing.is_set() or app.state.store is None or app.state.index_status.state != "ok":
+            return  # shutting down, no index, or still indexing: nothing more to warm, nothing settled to freeze
+        try:
+            warm_llms_txt(app)
+        except Exception:  # warming is an optimisation: never let it take the app down
+            log.warning("warming /llms.txt failed", exc_info=True)
+        gc.collect()
+        gc.freeze()
+    finally:
+        app.state.warm_done.set()
+
+
 def create_app(settings: Settings | None = None, store: Store | None = None) -> FastAPI:
     """Build the service; pass a prepared `store` to skip indexing at start."""
     settings = settings or Settings()
@@ -64,7 +84,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
                 status.update(state="ok")
             else:
                 keeper = keeper_for(settings, app.state.store, status).start()
-        warmer = threading.Thread(target=warm_up, args=(app,), name="kernelwiki-web-warm-up", daemon=True)
+        warmer = threading.Thread(target=_warm_up, args=(app,), name="kernelwiki-web-warm-up", daemon=True)
         warmer.start()
         try:
             yield
@@ -91,6 +111,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     app.state.settings = settings
     app.state.store = store
     app.state.index_status = IndexStatus()
+    app.state.warm_done = threading.Event()  # set when the start-up warm-up (`_warm_up`) ended
     for router in (search.router, pages.router, snippets.router, evidence.router, health.router, docs.router, repository.router):
         app.include_router(router)
     app.include_router(artifacts.router)  # kept SASS/PTX, diffs, the toolchain matrix (issue 24)

@@ -210,6 +210,7 @@ def _measure(settings: Any, root: Path, repeat: int, backend: BackendCpu | None)
         warm_s = time.perf_counter()
         app.state.web.warmed.wait(120)
         app.state.web.prerendered.wait(120)
+        app.state.warm_done.wait(120)  # then /llms.txt, and the start-up objects frozen out of the collector's way
         print(f"start-up warm-up ended {time.perf_counter() - warm_s:.1f} s after the app answered", flush=True)
         for path in VIEWS:
             first, first_cpu = timed(client, path, backend)

@@ -43,7 +43,7 @@ def _serve(settings: Any, **pool: Any) -> LiveServer:
 def test_every_request_path_works_with_a_pool_of_one_connection(settings: Any) -> None:
     """A nested checkout anywhere on a request path would wait for the one pooled connection and time out."""
     with _serve(settings, db_pool_size=1, db_max_overflow=0, db_pool_timeout_s=3.0) as server:
-        server.server.config.app.state.web.prerendered.wait(60)  # the warm-up thread holds a connection meanwhile
+        server.server.config.app.state.warm_done.wait(60)  # the warm-up thread holds a connection meanwhile
         with httpx.Client(base_url=server.url, timeout=30, follow_redirects=False) as client:
             for path in PATHS:
                 response = client.get(path)

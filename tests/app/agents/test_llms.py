@@ -101,11 +101,13 @@ def test_llms_documents_are_rendered_once_per_version_with_a_strong_etag_304_and
 
     from tests.app.agent_fixtures import agent_records
 
+    assert agent_live.server.server.config.app.state.warm_done.wait(60)
     documents = _documents(agent_live)
+    assert documents.renderings == 1  # /llms.txt, by the start-up warm-up (app/main.py): no reader's first request pays
     with ThreadPoolExecutor(4) as pool:  # requests that arrive together wait for one rendering
         answers = list(pool.map(lambda _: agent_live.get("/llms-full.txt"), range(4)))
     assert {a.status_code for a in answers} == {200} and len({a.text for a in answers}) == 1
-    assert documents.renderings == 1
+    assert documents.renderings == 2
     full = answers[0]
     etag = full.headers["etag"]
     assert etag.startswith('"') and etag.endswith('"') and not etag.startswith("W/")  # strong
@@ -117,17 +119,17 @@ def test_llms_documents_are_rendered_once_per_version_with_a_strong_etag_304_and
     head = agent_live.head("/llms-full.txt")
     assert head.status_code == 200 and head.content == b"" and head.headers["etag"] == etag
     assert int(head.headers["content-length"]) == len(full.content)
-    assert documents.renderings == 1
+    assert documents.renderings == 2
 
     # Another Host: the same rendering with that origin put in (no client can make the service render again).
     other = agent_live.get("/llms-full.txt", headers={"Host": "mirror.example:81"})
     assert other.status_code == 200 and "http://mirror.example:81/pages/hw-tma.md" in other.text
-    assert other.headers["etag"] != etag and documents.renderings == 1
+    assert other.headers["etag"] != etag and documents.renderings == 2
 
     index = agent_live.get("/llms.txt")
     index_etag = index.headers["etag"]
     assert agent_live.get("/llms.txt", headers={"If-None-Match": index_etag}).status_code == 304
-    assert agent_live.head("/llms.txt").headers["etag"] == index_etag and documents.renderings == 2
+    assert agent_live.head("/llms.txt").headers["etag"] == index_etag and documents.renderings == 2  # warm already
 
     # New evidence changes llms-full.txt (it shows evidence) but not llms.txt (it lists pages).
     store = agent_live.server.server.config.app.state.store

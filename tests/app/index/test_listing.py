@@ -169,7 +169,7 @@ def test_an_evidence_post_rebuilds_nothing_the_views_read(live: Any) -> None:
     app = live.server.server.config.app
     engine = app.state.store.engine
     views = ["/", "/evidence", "/api/snippets?limit=20", "/api/pages", "/graph", "/api/graph", "/llms.txt"]
-    assert app.state.web.prerendered.wait(60)  # the start-up warm-up's statements are not the views'
+    assert app.state.warm_done.wait(60)  # the start-up warm-up's statements are not the views'
     for view in views:  # the first requests fill the caches
         assert live.get(view, headers={"accept": "text/html"}).status_code == 200, view
     statements: list[str] = []
