@@ -323,7 +323,13 @@ def build_snippet(
             return build
         _apply_regex_checks(outcome, snippet, "ptx", ptx)
         cubin = _first_name(res, ".cubin")
-        build.device_binary = workdir / cubin if cubin else workdir / "snippet.o"
+        if cubin is None:  # a pass must name a cubin that came back: code where nvcc runs could leave a link in its place
+            why = next(
+                (f"{name}: {reason}" for name, reason in sorted(res.refused.items()) if name.endswith(".cubin")), "not written"
+            )
+            outcome.status, outcome.detail = "error", f"nvcc reported success but its cubin could not be read back ({why})"
+            return build
+        build.device_binary = workdir / cubin
         if not compile_only and outcome.status == "pass":
             _link_whole_program(build, snippet, target, toolchain.nvcc, flags, isolation, batch)
     if not compile_only and build.outcome.status == "pass" and lang == "cpp":

@@ -308,6 +308,31 @@ def test_a_program_replaced_by_a_symlink_is_not_handed_back_to_run(tmp_path: Pat
         build.cleanup()
 
 
+def test_a_cubin_replaced_by_a_symlink_is_an_error_not_a_pass(tmp_path: Path, canary: Path, toolchain: Toolchain) -> None:
+    """Code running where nvcc runs leaves the PTX be and puts a link in place of the cubin: the compile is not a
+    pass naming a device binary that never came back (the SASS would be read from whatever the link leads to)."""
+    bindir = tmp_path / "tools" / "bin"
+    bindir.mkdir(parents=True)
+    script = bindir / "nvcc"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'{toolchain.nvcc or "nvcc"} "$@"\n'
+        "rc=$?\n"
+        "c=" + str(canary.parent) + "\n"
+        'for f in keep/*.cubin; do [ -e "$f" ] && ln -sf "$c/canary.txt" "$f"; done\n'
+        "exit $rc\n"
+    )
+    script.chmod(0o755)
+    hostile = dataclasses.replace(toolchain, nvcc=str(script))
+    snippet = dataclasses.replace(_forged_job(tmp_path), flags=[], checks={})
+    build = build_snippet(snippet, "sm_90a", hostile, want_program=False, isolation=ISOLATION_BWRAP)
+    try:
+        assert build.outcome.status == "error", (build.outcome.status, build.outcome.detail)
+        assert "cubin could not be read back" in build.outcome.detail and build.device_binary is None
+    finally:
+        build.cleanup()
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Catastrophic regex.
 
