@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.app.evidence_records import tma_record
 from tests.conftest import free_port
 
 KERNELWIKI = str(Path(sys.executable).parent / "kernelwiki")
@@ -336,16 +337,7 @@ def test_several_workers_serve_read_only_and_still_take_posted_evidence(site: Pa
             opened = {pid: _index_fds(pid, db) for pid in workers}
             assert any(opened.values()), opened  # the workers that answered hold the index open …
             assert all(flags & 3 == os.O_RDONLY for fds in opened.values() for flags in fds), opened  # … read-only
-            record = {
-                "record_id": "w-1",
-                "snippet_id": "hw-tma:1",
-                "page_id": "hw-tma",
-                "target": "sm_90a",
-                "step": "compile",
-                "status": "pass",
-                "content_hash": "abc",
-                "timestamp": "2026-12-01T00:00:00Z",
-            }
+            record = tma_record(record_id="w-1")
             assert client.post("/api/evidence", json=[record], headers=AUTH).json()["inserted"] == 1
             assert [r["record_id"] for r in client.get("/api/snippets/hw-tma:1/evidence").json()["records"]] == ["w-1"]
     finally:

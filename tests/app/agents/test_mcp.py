@@ -18,6 +18,7 @@ from app.agents.mcp_server import build_server
 from app.main import create_app
 from app.settings import Settings
 from tests.app.agent_fixtures import agent_records, prepared_store, write_agent_page
+from tests.app.evidence_records import tma_record
 from tests.app.hostile_input import HOSTILE
 from tests.conftest import FIXTURE_WIKI, LiveServer
 
@@ -210,19 +211,7 @@ def test_snippet_evidence_comes_a_window_at_a_time_with_the_token_for_older_reco
     from app.evidence.store import HISTORY_LIMIT
 
     stamps = [f"2026-12-01T00:{n // 60:02d}:{n % 60:02d}Z" for n in range(HISTORY_LIMIT + 11)]
-    records = [
-        {
-            "record_id": f"m{n}",
-            "snippet_id": "hw-tma:1",
-            "page_id": "hw-tma",
-            "target": "sm_90a",
-            "step": "compile",
-            "status": "pass",
-            "content_hash": "abc",
-            "timestamp": stamp,
-        }
-        for n, stamp in enumerate(stamps)
-    ]
+    records = [tma_record(record_id=f"m{n}", timestamp=stamp) for n, stamp in enumerate(stamps)]
     assert store.evidence.add(records, origin="test").inserted == len(stamps)
     server = build_server(lambda: store, "http://kw")
     shown: list[str] = []

@@ -10,6 +10,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from tests.app.evidence_records import tma_record
 from tests.app.hostile_input import HOSTILE
 from tests.conftest import FIXTURE_WIKI, LiveServer, PostgresDatabases
 
@@ -139,16 +140,7 @@ def test_hostile_queries_never_answer_5xx(shared_live: httpx.Client, query: str)
 
 
 def test_evidence_post_requires_the_runner_token_and_is_idempotent(live) -> None:
-    record = {
-        "record_id": "r1",
-        "snippet_id": "hw-tma:1",
-        "page_id": "hw-tma",
-        "target": "sm_90a",
-        "step": "compile",
-        "status": "pass",
-        "content_hash": "abc",
-        "timestamp": "2026-12-01T00:00:00Z",
-    }
+    record = tma_record()
     assert live.post("/api/evidence", json=[record]).status_code == 401
     assert live.post("/api/evidence", json=[record], headers={"Authorization": "Bearer wrong"}).status_code == 401
     assert live.get("/api/snippets/hw-tma:1/evidence").json()["records"] == []

@@ -9,24 +9,14 @@ from typing import Any
 
 import pytest
 
+from tests.app.evidence_records import tma_record
+
 AUTH = {"Authorization": "Bearer test-runner-token"}
 
 
 def rec(**change: Any) -> dict[str, Any]:
-    """A well-formed record for the fixture wiki's one snippet (hw-tma:1)."""
-    data = {
-        "record_id": "r1",
-        "snippet_id": "hw-tma:1",
-        "page_id": "hw-tma",
-        "target": "sm_90a",
-        "step": "compile",
-        "status": "pass",
-        "content_hash": "abc",
-        "timestamp": "2026-12-01T00:00:00Z",
-        "toolchain": "nvcc 13.0.88",
-    }
-    data.update(change)
-    return data
+    """A well-formed record for the fixture wiki's one snippet (hw-tma:1), with its toolchain named."""
+    return tma_record(**{"toolchain": "nvcc 13.0.88", **change})
 
 
 def detail(response: Any) -> str:
