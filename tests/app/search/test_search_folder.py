@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from app.index.filters import Filters
@@ -58,28 +60,33 @@ def test_processes_share_one_build_and_a_generation_goes_once_nobody_reads_it(
         writer.engine.dispose()
 
 
+@contextmanager
+def _serving(db_url: str, folder: Path, wiki: Path | None = None) -> Iterator[Store]:
+    """A Store on the host folder `folder` (with `wiki`: the schema made and the wiki indexed first), disposed after."""
+    store = Store(db_url, search_engine=SearchEngine(directory=folder))
+    try:
+        if wiki is not None:
+            store.create_schema()
+            store.reindex(wiki)
+        yield store
+    finally:
+        store.engine.dispose()
+
+
 def test_a_process_starting_on_a_folder_that_does_not_hold_the_databases_rows_rebuilds_it(
     db_url: str, wiki_dir: Path, tmp_path: Path
 ) -> None:
     """A database made anew starts its generations again: a fresh process checks the pages, not only the number."""
     folder = tmp_path / "search"
-    first = Store(db_url, search_engine=SearchEngine(directory=folder))
-    try:
-        first.create_schema()
-        first.reindex(wiki_dir)
+    with _serving(db_url, folder, wiki_dir) as first:
         published = first.search_engine._folder
         state, digest = folder / str(published) / "state.json", folder / str(published) / "digest"
         # As if the folder were of another database: its page table and digest name another page.
         state.write_text(state.read_text().replace("hw-tmem", "hw-gone"))
         digest.write_text(digest.read_text()[:-1] + ("0" if digest.read_text()[-1] != "0" else "1"))
-        fresh = Store(db_url, search_engine=SearchEngine(directory=folder))
-        try:
+        with _serving(db_url, folder) as fresh:
             assert fresh.searcher.search("TMEM", Filters()).results[0].id == "hw-tmem"
             assert fresh.search_engine._folder != published
-        finally:
-            fresh.engine.dispose()
-    finally:
-        first.engine.dispose()
 
 
 def test_a_process_opening_a_current_folder_checks_its_digest_and_reads_no_page_table(
@@ -87,20 +94,12 @@ def test_a_process_opening_a_current_folder_checks_its_digest_and_reads_no_page_
 ) -> None:
     """A serving process compares the folder's digest with the SQL rows; every page's hash is read only to build."""
     folder = tmp_path / "search"
-    first = Store(db_url, search_engine=SearchEngine(directory=folder))
-    try:
-        first.create_schema()
-        first.reindex(wiki_dir)
+    with _serving(db_url, folder, wiki_dir) as first:
         published = first.search_engine._folder
         (folder / str(published) / "state.json").write_text("{}")  # read, it would have no table: a rebuild
-        fresh = Store(db_url, search_engine=SearchEngine(directory=folder))
-        try:
+        with _serving(db_url, folder) as fresh:
             assert fresh.searcher.search("TMEM", Filters()).results[0].id == "hw-tmem"
             assert fresh.search_engine._folder == published
-        finally:
-            fresh.engine.dispose()
-    finally:
-        first.engine.dispose()
 
 
 def test_a_folder_without_a_digest_is_checked_by_its_page_table_and_given_one(
@@ -108,32 +107,21 @@ def test_a_folder_without_a_digest_is_checked_by_its_page_table_and_given_one(
 ) -> None:
     """A generation written by a version without digests is still opened (not rebuilt), and checked cheaply next time."""
     folder = tmp_path / "search"
-    first = Store(db_url, search_engine=SearchEngine(directory=folder))
-    try:
-        first.create_schema()
-        first.reindex(wiki_dir)
+    with _serving(db_url, folder, wiki_dir) as first:
         published = first.search_engine._folder
         digest = folder / str(published) / "digest"
         written = digest.read_text()
         digest.unlink()
-        fresh = Store(db_url, search_engine=SearchEngine(directory=folder))
-        try:
+        with _serving(db_url, folder) as fresh:
             assert fresh.searcher.search("TMEM", Filters()).results[0].id == "hw-tmem"
             assert fresh.search_engine._folder == published and digest.read_text() == written
-        finally:
-            fresh.engine.dispose()
-    finally:
-        first.engine.dispose()
 
 
 def test_the_pages_digest_is_the_one_the_build_wrote_moves_with_a_page_and_leaves_the_connection_as_it_was(
     db_url: str, wiki_dir: Path, tmp_path: Path
 ) -> None:
     folder = tmp_path / "search"
-    store = Store(db_url, search_engine=SearchEngine(directory=folder))
-    try:
-        store.create_schema()
-        store.reindex(wiki_dir)
+    with _serving(db_url, folder, wiki_dir) as store:
         written = (folder / str(store.search_engine._folder) / "digest").read_text()
         with store.engine.connect() as conn:
             assert pages_digest(conn) == written and written.startswith("4:")
@@ -144,5 +132,3 @@ def test_the_pages_digest_is_the_one_the_build_wrote_moves_with_a_page_and_leave
         with store.engine.connect() as conn:
             assert pages_digest(conn) != written
             assert pages_digest(conn) == (folder / str(store.search_engine._folder) / "digest").read_text()
-    finally:
-        store.engine.dispose()
