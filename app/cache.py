@@ -59,6 +59,11 @@ class LRU(Generic[V]):
             with self._lock:
                 self._items[key] = value
 
+    def discard(self, key: Hashable) -> None:
+        """Forget `key`'s value, if any."""
+        with self._lock:
+            self._items.pop(key, None)
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()

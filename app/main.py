@@ -10,6 +10,7 @@ process does that, publishing its status to a file the workers read.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import logging
 import threading
@@ -58,8 +59,21 @@ def _warm_up(app: FastAPI) -> None:
             log.warning("warming /llms.txt failed", exc_info=True)
         gc.collect()
         gc.freeze()
+        _return_free_heap()
     finally:
         app.state.warm_done.set()
+
+
+def _return_free_heap() -> None:
+    """Give the heap memory freed after the warm-up back to the system (glibc's `malloc_trim`; elsewhere nothing).
+
+    Rendering the warm-up's pages and /llms.txt leaves freed memory that glibc keeps for later: at 100,000 pages
+    a worker held ~24 MB more than it used (measured 2026-12-04: anonymous memory 154 -> 130 MB after the trim)."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return
+    trim(0)
 
 
 def create_app(settings: Settings | None = None, store: Store | None = None) -> FastAPI:

@@ -6,11 +6,12 @@ never end in `.md`: app/index/pages.py refuses them), which `install_agents` doe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import PlainTextResponse, Response
+from fastapi.responses import PlainTextResponse, Response, StreamingResponse
+from sqlalchemy.engine import Connection
 
 from app.agents.cache import RenderedDocuments, matches
 from app.agents.documents import llms_full_txt, llms_txt, page_document
@@ -27,43 +28,57 @@ def _base(request: Request) -> str:
     return str(request.base_url).rstrip("/")
 
 
-def _cached(request: Request, key: Hashable, render: Callable[[str], str]) -> Response:
+SEND_TRIES = 3
+"""Times a document is looked up for one request when its file was removed as old between lookup and opening."""
+
+
+def _cached(request: Request, conn: Connection, key: Hashable, render: Callable[[str], str | Iterable[str]]) -> Response:
     """A rendered document (once per version: app/agents/cache.py) with a strong ETag; 304 when the client has it.
 
-    HEAD gets the same headers, and uvicorn sends no body.
+    The document is sent from its file in blocks; HEAD gets the same headers and no body.
     """
     documents: RenderedDocuments = request.app.state.agent_documents
-    rendered = documents.get(key, render)
     origin = _base(request)
-    etag = rendered.etag(origin)
-    headers = {"ETag": etag, "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
-    if matches(request.headers.get("if-none-match"), etag):
-        return Response(status_code=304, headers=headers)
-    return Response(rendered.for_origin(origin), media_type=TEXT, headers=headers)
+    for _ in range(SEND_TRIES):
+        rendered = documents.get(conn, key, render)
+        etag = rendered.etag(origin)
+        headers = {"ETag": etag, "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+        if matches(request.headers.get("if-none-match"), etag):
+            return Response(status_code=304, headers=headers)
+        try:
+            handle = rendered.open()
+        except FileNotFoundError:  # another process removed it as old meanwhile: find it or render it again
+            documents.forget(key)
+            continue
+        headers["Content-Length"] = str(rendered.length(origin))
+        if request.method == "HEAD":
+            handle.close()
+            return Response(media_type=TEXT, headers=headers)
+        return StreamingResponse(rendered.send(handle, origin), media_type=TEXT, headers=headers)
+    raise HTTPException(503, "the document changed while it was being sent; try again", headers={"Retry-After": "1"})
 
 
 @router.get("/llms.txt", response_class=PlainTextResponse, summary="llmstxt.org index of every page")
 @router.head("/llms.txt", include_in_schema=False)
 def get_llms_txt(request: Request, pages: PagesDep, conn: ConnDep) -> Response:
     """Rendered once per index generation; `If-None-Match` with the ETag answers 304."""
-    return _cached(request, ("llms.txt", index_generation(conn)), lambda origin: llms_txt(pages, origin))
+    return _cached(request, conn, ("llms.txt", index_generation(conn)), lambda origin: llms_txt(pages, origin))
 
 
 def warm_llms_txt(app: Any) -> None:
     """Render /llms.txt for the index as it is now, the way its route would (the start-up warm-up, app/main.py):
     at 10,000 pages the first request after a start paid 110-290 ms for it."""
     store = app.state.store
-    with store.engine.connect() as conn:
-        key = ("llms.txt", index_generation(conn))
     documents: RenderedDocuments = app.state.agent_documents
-    documents.get(key, lambda origin: llms_txt(store.pages, origin))
+    with store.engine.connect() as conn:
+        documents.get(conn, ("llms.txt", index_generation(conn)), lambda origin: llms_txt(store.pages, origin))
 
 
 @router.get("/llms-full.txt", response_class=PlainTextResponse, summary="every page's Markdown in one file")
 @router.head("/llms-full.txt", include_in_schema=False)
 def get_llms_full_txt(request: Request, pages: PagesDep, conn: ConnDep) -> Response:
     """Rendered once per data version (index generation and evidence); `If-None-Match` with the ETag answers 304."""
-    return _cached(request, ("llms-full.txt", data_version(conn)), lambda origin: "".join(llms_full_txt(pages, origin)))
+    return _cached(request, conn, ("llms-full.txt", data_version(conn)), lambda origin: llms_full_txt(pages, origin))
 
 
 @router.get("/pages/{page_id}.md", response_class=PlainTextResponse, summary="a page as Markdown with its evidence")

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import create_engine
 
 from app.index import models  # noqa: F401  (registers the tables)
@@ -18,6 +21,7 @@ T = TypeVar("T")
 
 
 GENERATION_SQL = "SELECT value FROM index_state WHERE key = 'generation'"
+INSTANCE_SQL = "SELECT value FROM index_state WHERE key = 'instance'"
 
 
 def index_generation(conn: Connection) -> int | None:
@@ -26,9 +30,14 @@ def index_generation(conn: Connection) -> int | None:
     Plain SQL on the DBAPI cursor: searches ask this often, and SQLAlchemy's statement
     execution costs more than the query.
     """
+    return _scalar(conn, GENERATION_SQL)
+
+
+def _scalar(conn: Connection, sql: str) -> Any:
+    """The first column of the first row of `sql` (no parameters) on the DBAPI cursor, or None for no row."""
     cursor = conn.connection.cursor()
     try:
-        cursor.execute(GENERATION_SQL)
+        cursor.execute(sql)
         row = cursor.fetchone()
     finally:
         cursor.close()
@@ -191,7 +200,20 @@ def insert_rows(conn: Connection, table: Any, columns: tuple[str, ...], rows: li
 
 
 def create_schema(engine: Engine) -> None:
-    """Migrate to the newest schema (idempotent). Full-text search lives in memory (app.search), not in SQL."""
+    """Migrate to the newest schema (idempotent) and give the database its `instance` number once."""
     from app.index.migrations import upgrade  # Alembic, imported only where a schema is made
 
     upgrade(engine)
+    # A random number drawn once per database: what tells a database made anew at the same place (its generations
+    # count from 1 again) from the one before it, for files kept beside it (app/agents/cache.py). 31 bits:
+    # index_state holds 32-bit integers. Two writers starting at once: the second insert fails, the first one stands.
+    with engine.connect() as conn:
+        if _scalar(conn, INSTANCE_SQL) is not None:
+            return
+    with contextlib.suppress(IntegrityError), engine.begin() as conn:
+        conn.execute(text("INSERT INTO index_state (key, value) VALUES ('instance', :v)"), {"v": secrets.randbits(31) or 1})
+
+
+def index_instance(conn: Connection) -> int | None:
+    """The database's instance number (`create_schema`), or None for an index no writer has opened since it was added."""
+    return _scalar(conn, INSTANCE_SQL)

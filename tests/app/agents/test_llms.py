@@ -125,6 +125,7 @@ def test_llms_documents_are_rendered_once_per_version_with_a_strong_etag_304_and
     other = agent_live.get("/llms-full.txt", headers={"Host": "mirror.example:81"})
     assert other.status_code == 200 and "http://mirror.example:81/pages/hw-tma.md" in other.text
     assert other.headers["etag"] != etag and documents.renderings == 2
+    assert int(other.headers["content-length"]) == len(other.content) != len(full.content)  # sent in blocks, length known
 
     index = agent_live.get("/llms.txt")
     index_etag = index.headers["etag"]
