@@ -11,13 +11,14 @@ import hmac
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import fields
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.engine import Connection, Engine
 from starlette.concurrency import run_in_threadpool
 
+from app import keyset
 from app.evidence.store import EvidenceStore
 from app.health import Health
 from app.index.filters import Filters
@@ -200,6 +201,43 @@ def get_facets(
 FacetsDep = Annotated[tuple[str, ...], Depends(get_facets)]
 Limit = Annotated[int, Query(ge=1, le=LIMIT_MAX)]
 Offset = Annotated[int, Query(ge=0, le=OFFSET_MAX)]
+TOKEN_MAX_CHARS = 2000
+"""The longest `next` token a listing accepts (one sort key: a page's type, title and id)."""
+NextToken = Annotated[
+    str | None,
+    Query(max_length=TOKEN_MAX_CHARS, description="the `next` token of the previous window (keyset paging; not with `offset`)"),
+]
+
+
+def sort_key(token: str | None, offset: int, types: tuple[type, ...]) -> tuple[Any, ...] | None:
+    """The sort key a listing's `next` token holds (None without one); 422 naming `next` for a token this service did
+    not give out, or for one sent with an `offset`."""
+    if token is None:
+        return None
+    if offset:
+        raise HTTPException(
+            422,
+            [
+                {
+                    "loc": ["query", "next"],
+                    "msg": "next: a window starts after a token or at an offset, not both",
+                    "type": "value_error",
+                }
+            ],
+        )
+    try:
+        return keyset.key_of(token, types)
+    except ValueError as exc:
+        raise HTTPException(
+            422,
+            [
+                {
+                    "loc": ["query", "next"],
+                    "msg": f"next: {exc}; start without it, then pass the `next` of each answer",
+                    "type": "value_error",
+                }
+            ],
+        ) from None
 
 
 _bearer = HTTPBearer(auto_error=False, description="the runner token: `Authorization: Bearer $KERNELWIKI_RUNNER_TOKEN`")

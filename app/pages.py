@@ -56,11 +56,19 @@ class Pages:
             return page_view(conn, page_id, self.evidence, html)
 
     def list_pages(
-        self, filters: Filters, limit: int = 50, offset: int = 0, conn: Connection | None = None, facets: bool = True
+        self,
+        filters: Filters,
+        limit: int = 50,
+        offset: int = 0,
+        conn: Connection | None = None,
+        facets: bool = True,
+        after: tuple[str, str, str] | None = None,
     ) -> PageList:
-        """One window of the filtered pages, ordered by type and title: paged, counted and faceted in SQL (app/index/listing.py)."""
+        """One window of the filtered pages, ordered by type and title: paged (at `offset`, or after the sort key
+        `after`), counted and faceted in SQL (app/index/listing.py)."""
         with self.connection(conn) as conn:
-            return list_pages(conn, filters, limit, offset, (lambda: self.page_facets(conn, filters)) if facets else None)
+            counts = (lambda: self.page_facets(conn, filters)) if facets else None
+            return list_pages(conn, filters, limit, offset, counts, after)
 
     def page_facets(self, conn: Connection, filters: Filters) -> dict[str, dict[str, int]]:
         """Type, architecture family and top-30 tag counts of the filtered pages (GROUP BY in SQL),

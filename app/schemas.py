@@ -91,8 +91,8 @@ class PageSummary(BaseModel):
 class PageList(BaseModel):
     total: int
     limit: int
-    offset: int
-    next: str | None = None
+    offset: int | None = Field(description="where this window starts; null for a window after a `next` token")
+    next: str | None = Field(default=None, description="query string of the next window (with a `next` token), or null")
     pages: list[PageSummary]
     facets: dict[str, dict[str, int]] = {}
 
@@ -172,8 +172,8 @@ class SnippetList(BaseModel):
 
     total: int
     limit: int
-    offset: int
-    next: str | None = Field(default=None, description="query string of the next window, or null")
+    offset: int | None = Field(description="where this window starts; null for a window after a `next` token")
+    next: str | None = Field(default=None, description="query string of the next window (with a `next` token), or null")
     snippets: list[SnippetPublic]
 
 

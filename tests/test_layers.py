@@ -17,8 +17,9 @@ LAYERS = ("snippets", "runner", "app", "bench", "tests")
 """Lowest first: a package may import the ones before it, never the ones after it (bench/ borrows nothing from tests/)."""
 
 APP_FLOORS: tuple[tuple[str, ...], ...] = (
-    # 0: imports nothing of app/: configuration, the error shape, the public models, process helpers, the LRU
-    ("app", "app.settings", "app.errors", "app.schemas", "app.lifeline", "app.shutdown", "app.cache"),
+    # 0: imports nothing of app/: configuration, the error shape, the public models, process helpers, the LRU,
+    # keyset pagination tokens
+    ("app", "app.settings", "app.errors", "app.schemas", "app.lifeline", "app.shutdown", "app.cache", "app.keyset"),
     ("app.index",),  # 1: the SQL index: tables, migrations, reading pages, building the index
     ("app.search", "app.evidence"),  # 2: full-text search; evidence and snippet status (neither imports the other)
     # 3: services joining index and evidence: a page with its evidence, the health counts; a try unit and how it runs

@@ -6,17 +6,27 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
 
-from app.deps import ConnDep, FiltersDep, Limit, Offset, PagesDep
+from app.deps import ConnDep, FiltersDep, Limit, NextToken, Offset, PagesDep, sort_key
 from app.index.graph import GRAPH_LIMIT
+from app.index.listing import PAGE_KEY
 from app.schemas import PageList, PagePublic, PageSummary
 
 router = APIRouter(prefix="/api", tags=["pages"])
 
 
 @router.get("/pages", response_model=PageList)
-def list_pages(pages: PagesDep, conn: ConnDep, filters: FiltersDep, limit: Limit = 50, offset: Offset = 0) -> PageList:
-    """One window of the filtered pages (LIMIT/OFFSET in SQL), the exact total, and facets."""
-    return pages.list_pages(filters, limit=limit, offset=offset, conn=conn)
+def list_pages(
+    pages: PagesDep,
+    conn: ConnDep,
+    filters: FiltersDep,
+    limit: Limit = 50,
+    offset: Offset = 0,
+    next: NextToken = None,  # noqa: A002 - Datasette's name for the keyset token
+) -> PageList:
+    """One window of the filtered pages (after the `next` token of the previous one, or at `offset`), the exact total,
+    and facets."""
+    after = sort_key(next, offset, PAGE_KEY)
+    return pages.list_pages(filters, limit=limit, offset=offset, conn=conn, after=after)
 
 
 @router.get("/pages/{page_id}", response_model=PagePublic)

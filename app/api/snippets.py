@@ -7,9 +7,10 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Query
 
-from app.deps import ConnDep, EvidenceDep, Limit, Offset
-from app.evidence.status import snippet_window
+from app.deps import ConnDep, EvidenceDep, Limit, NextToken, Offset, sort_key
+from app.evidence.status import SNIPPET_KEY, snippet_window
 from app.evidence.store import HISTORY_LIMIT, HISTORY_MAX_LIMIT, HistoryKey
+from app.keyset import token
 from app.schemas import EvidenceList, SnippetList
 
 router = APIRouter(prefix="/api", tags=["snippets"])
@@ -25,17 +26,30 @@ def list_snippets(
     target: Annotated[str | None, Query(max_length=20)] = None,
     limit: Limit = 50,
     offset: Offset = 0,
+    next: NextToken = None,  # noqa: A002 - Datasette's name for the keyset token
 ) -> SnippetList:
     """One window of snippets in page order with their latest evidence, the exact total and a `next` query."""
+    after = sort_key(next, offset, SNIPPET_KEY)
     # filtered (the status is the one stored with the snippet), counted and paged in SQL; only the window's evidence is read
     window = snippet_window(
-        conn, page_id=page or None, lang=lang or None, target=target or None, status=status or None, limit=limit, offset=offset
+        conn,
+        page_id=page or None,
+        lang=lang or None,
+        target=target or None,
+        status=status or None,
+        limit=limit,
+        offset=offset,
+        after=after,
     )
     found = {s.id: s for s in evidence.snippets_with_evidence(conn, ids=window.ids)} if window.ids else {}
     chosen = {k: v for k, v in {"page": page, "lang": lang, "status": status, "target": target}.items() if v}
-    next_q = urlencode({**chosen, "limit": limit, "offset": offset + limit}) if offset + limit < window.total else None
+    next_q = urlencode({**chosen, "limit": limit, "next": token(window.last)}) if window.last is not None else None
     return SnippetList(
-        total=window.total, limit=limit, offset=offset, next=next_q, snippets=[found[i] for i in window.ids if i in found]
+        total=window.total,
+        limit=limit,
+        offset=None if after is not None else offset,
+        next=next_q,
+        snippets=[found[i] for i in window.ids if i in found],
     )
 
 

@@ -59,10 +59,15 @@ def _target_like(target: str) -> str:
     return '%"' + target.replace("!", "!!").replace("%", "!%").replace("_", "!_") + '"%'
 
 
+SNIPPET_KEY = (str, int)
+"""The snippet listing's sort key, (page id, position): what a `next` token of /api/snippets holds (app/keyset.py)."""
+
+
 @dataclass
 class SnippetWindow:
-    ids: list[str]
-    total: int
+    ids: list[str]  # the window's snippets, in order
+    total: int  # snippets after every filter, all windows together
+    last: tuple[str, int] | None  # the window's last sort key when more snippets follow it, else None
 
 
 def snippet_window(
@@ -73,14 +78,15 @@ def snippet_window(
     status: str | None = None,
     limit: int = 50,
     offset: int = 0,
+    after: tuple[str, int] | None = None,
 ) -> SnippetWindow:
     """Ids of one window of snippets (page, position order) and the exact total, filtered and paged in SQL.
 
-    Reads no evidence: `status` is the stored one. (`target` matches a declared target: the JSON list is
-    searched for the quoted name.)
+    The window starts at `offset`, or right after the sort key `after` (keyset paging). Reads no evidence:
+    `status` is the stored one. (`target` matches a declared target: the JSON list is searched for the quoted name.)
     """
     where: list[str] = []
-    params: dict[str, Any] = {"lim": limit, "off": offset}
+    params: dict[str, Any] = {"lim": limit + 1, "off": 0 if after is not None else offset}
     if page_id:
         where.append("s.page_id = :page")
         params["page"] = page_id
@@ -95,13 +101,16 @@ def snippet_window(
         params["status"] = status
     cond = ("WHERE " + " AND ".join(where)) if where else ""
     total = conn.execute(text(f"SELECT count(*) FROM snippet s {cond}"), params).scalar() or 0
-    ids = [
-        r[0]
-        for r in conn.execute(
-            text(f"SELECT s.id FROM snippet s {cond} ORDER BY s.page_id, s.position LIMIT :lim OFFSET :off"), params
-        )
-    ]
-    return SnippetWindow(ids, total)
+    if after is not None:
+        where.append("(s.page_id, s.position) > (:after_page, :after_position)")
+        params.update(after_page=after[0], after_position=after[1])
+    walk = ("WHERE " + " AND ".join(where)) if where else ""
+    rows = conn.execute(
+        text(f"SELECT s.id, s.page_id, s.position FROM snippet s {walk} ORDER BY s.page_id, s.position LIMIT :lim OFFSET :off"),
+        params,
+    ).all()
+    last = (rows[limit - 1][1], rows[limit - 1][2]) if len(rows) > limit else None
+    return SnippetWindow([r[0] for r in rows[:limit]], total, last)
 
 
 @dataclass

@@ -8,7 +8,6 @@ snippet content is shown as stale, never as current.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections import defaultdict
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from sqlalchemy import delete, func, insert, tuple_
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
+from app import keyset
 from app.evidence.ingest import EvidenceIn, JSONProblem, canonical_stamp, current_rank, parse_json, parse_record
 from app.evidence.matrix_cells import load_matrix_file
 from app.index.db import bulk_insert, chunks, serialize_status_writers
@@ -84,18 +84,12 @@ class HistoryKey(NamedTuple):
     record_id: str
 
     def token(self) -> str:
-        return base64.urlsafe_b64encode(json.dumps([self.timestamp, self.record_id]).encode()).decode().rstrip("=")
+        return keyset.token(self)
 
     @classmethod
     def from_token(cls, token: str) -> HistoryKey:
         """The key a `token()` encoded; ValueError for anything else."""
-        try:
-            pair = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ValueError("not a token this service gave out") from exc
-        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
-            raise ValueError("not a token this service gave out")
-        return cls(pair[0], pair[1])
+        return cls(*keyset.key_of(token, (str, str)))
 
 
 @dataclass

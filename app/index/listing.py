@@ -12,26 +12,41 @@ from sqlmodel import col
 
 from app.index.filters import Filters, filter_sql
 from app.index.models import PageRow
+from app.keyset import token
 from app.schemas import PageList, PageSummary
+
+PAGE_KEY = (str, str, str)
+"""The listing's sort key, (type, title, id): what a `next` token of /api/pages holds (app/keyset.py)."""
 
 
 def list_pages(
-    conn: Connection, filters: Filters, limit: int, offset: int, counts: Callable[[], dict[str, dict[str, int]]] | None
+    conn: Connection,
+    filters: Filters,
+    limit: int,
+    offset: int,
+    counts: Callable[[], dict[str, dict[str, int]]] | None,
+    after: tuple[str, str, str] | None = None,
 ) -> PageList:
-    """One window of the filtered pages, ordered by type and title: paged, counted and faceted in SQL."""
+    """One window of the filtered pages, ordered by type and title: paged, counted and faceted in SQL.
+
+    The window starts at `offset`, or right after the sort key `after` (keyset: a `next` token); `next` is the
+    next window's query string, with a token.
+    """
     where_sql, params = filter_sql(filters, column="id")
     where = "WHERE 1=1" + where_sql
     total = conn.execute(text(f"SELECT count(*) FROM page {where}"), params).scalar() or 0
     # The window's ids first, walking ix_page_listing in order (on SQLite `+id` keeps the planner from
     # probing the primary key once per filtered page and sorting them all), then only the window's rows.
     walk = "WHERE 1=1" + filter_sql(filters, column="+id" if conn.dialect.name == "sqlite" else "id")[0]
-    ids = [
-        r[0]
-        for r in conn.execute(
-            text(f"SELECT id FROM page {walk} ORDER BY type, title, id LIMIT :lim OFFSET :off"),
-            {**params, "lim": limit, "off": offset},
-        )
-    ]
+    if after is not None:
+        walk += " AND (type, title, id) > (:after_type, :after_title, :after_id)"
+        params = {**params, "after_type": after[0], "after_title": after[1], "after_id": after[2]}
+    window = conn.execute(
+        text(f"SELECT id, type, title FROM page {walk} ORDER BY type, title, id LIMIT :lim OFFSET :off"),
+        {**params, "lim": limit + 1, "off": 0 if after is not None else offset},
+    ).all()
+    more, window = len(window) > limit, window[:limit]
+    ids = [r[0] for r in window]
     by_id = (
         {
             r.id: r
@@ -65,8 +80,13 @@ def list_pages(
                 confidence=r.confidence,
             )
         )
-    next_q = urlencode({**filters.as_params(), "limit": limit, "offset": offset + limit}) if offset + limit < total else None
-    return PageList(total=total, limit=limit, offset=offset, next=next_q, pages=pages, facets=facet_counts)
+    last = window[-1] if window else None
+    next_q = (
+        urlencode({**filters.as_params(), "limit": limit, "next": token((last[1], last[2], last[0]))}) if more and last else None
+    )
+    return PageList(
+        total=total, limit=limit, offset=None if after is not None else offset, next=next_q, pages=pages, facets=facet_counts
+    )
 
 
 def page_facets(conn: Connection, filters: Filters) -> dict[str, dict[str, int]]:

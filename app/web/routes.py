@@ -153,7 +153,7 @@ def search(
             q, filters, limit=20, offset=offset, max_chars=settings.search_max_query_chars, conn=conn, facets=FACETS
         )
     elif filters.as_params() and not problems:
-        result = listing_as_results(pages.list_pages(filters, limit=20, offset=offset, conn=conn))
+        result = listing_as_results(pages.list_pages(filters, limit=20, offset=offset, conn=conn), filters, offset)
     base = {"q": q, **filters.as_params()}
 
     def with_(**change: str | None) -> str:

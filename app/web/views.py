@@ -9,6 +9,7 @@ import html
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from sqlalchemy.engine import Connection
 
@@ -157,8 +158,10 @@ def _arch_order(item: tuple[str, int]) -> tuple[int, str]:
     return target_sort_key(item[0])
 
 
-def listing_as_results(listing: PageList) -> SearchPublic:
-    """A filtered page list in the shape of search results (for `/search?tag=…` without words)."""
+def listing_as_results(listing: PageList, filters: Filters, offset: int) -> SearchPublic:
+    """A filtered page list (the window at `offset`) in the shape of search results (for `/search?tag=…` without
+    words); `next` pages by offset, as the search page does."""
+    following = offset + listing.limit
     results = [
         SearchResult(
             id=p.id,
@@ -176,8 +179,10 @@ def listing_as_results(listing: PageList) -> SearchPublic:
         query="",
         total=listing.total,
         limit=listing.limit,
-        offset=listing.offset,
-        next=listing.next,
+        offset=offset,
+        next=urlencode({**filters.as_params(), "limit": listing.limit, "offset": following})
+        if following < listing.total
+        else None,
         results=results,
         facets=listing.facets,
         took_ms=0.0,

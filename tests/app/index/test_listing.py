@@ -6,15 +6,38 @@ from typing import Any
 from urllib.parse import parse_qs
 
 
-def test_pages_are_paged_with_exact_total_and_next(live: Any) -> None:
+def _walk(live: Any, path: str, params: dict[str, Any], items: str) -> list[list[str]]:
+    """Every window of a listing, following each answer's `next` from the first; the ids of each."""
+    answer = live.get(path, params=params).json()
+    windows = [[x["id"] for x in answer[items]]]
+    while answer["next"] is not None:
+        assert set(parse_qs(answer["next"])) == {*params, "next"}, answer["next"]  # the filters carry over
+        answer = live.get(f"{path}?{answer['next']}").json()
+        assert answer["offset"] is None  # a window after a token: where it starts is not counted
+        windows.append([x["id"] for x in answer[items]])
+    return windows
+
+
+def test_pages_are_paged_with_exact_total_and_a_keyset_next_token(live: Any) -> None:
     whole = live.get("/api/pages", params={"limit": 200}).json()
-    assert whole["total"] == len(whole["pages"]) and whole["next"] is None
-    first = live.get("/api/pages", params={"limit": 2}).json()
-    assert first["total"] == whole["total"] and len(first["pages"]) == 2
-    assert parse_qs(first["next"]) == {"limit": ["2"], "offset": ["2"]}
-    second = live.get("/api/pages?" + first["next"]).json()
-    assert [p["id"] for p in first["pages"] + second["pages"]] == [p["id"] for p in whole["pages"]][:4]
+    assert whole["total"] == len(whole["pages"]) == 4 and whole["next"] is None and whole["offset"] == 0
+    windows = _walk(live, "/api/pages", {"limit": 2}, "pages")
+    assert [len(w) for w in windows[:-1]] == [2] * (len(windows) - 1) and 1 <= len(windows[-1]) <= 2
+    assert sum(windows, []) == [p["id"] for p in whole["pages"]]  # every page once, in order
+    hardware = _walk(live, "/api/pages", {"limit": 1, "type": "hardware"}, "pages")
+    assert len(hardware) == 3 and all(live.get(f"/api/pages/{w[0]}").json()["type"] == "hardware" for w in hardware)
+    second = live.get("/api/pages", params={"limit": 2, "offset": 2}).json()  # an offset still jumps
+    assert [p["id"] for p in second["pages"]] == windows[1] and second["offset"] == 2
     assert whole["facets"]["type"]["hardware"] == 3 and sum(whole["facets"]["type"].values()) == whole["total"]
+
+
+def test_a_next_token_that_is_not_ours_or_comes_with_an_offset_is_a_422_naming_next(live: Any) -> None:
+    token = parse_qs(live.get("/api/pages", params={"limit": 1}).json()["next"])["next"][0]
+    for path in ("/api/pages", "/api/snippets"):
+        for params in ({"next": "bm90IG91cnM"}, {"next": "!!"}, {"next": token, "offset": 1}, {"next": "W1sxXV0"}):
+            answer = live.get(path, params=params)
+            [problem] = answer.json()["error"]["detail"]
+            assert answer.status_code == 422 and problem["loc"] == ["query", "next"], (path, params)
 
 
 def test_page_facets_count_the_filtered_pages(live: Any) -> None:
@@ -34,6 +57,11 @@ def test_snippets_are_a_window_with_total_and_next(live: Any, wiki_dir: Any) -> 
     assert body["total"] == 5 and [s["id"] for s in body["snippets"]] == ["many:1", "many:2"]
     rest = live.get("/api/snippets?" + body["next"]).json()
     assert [s["id"] for s in rest["snippets"]] == ["many:3", "many:4"] and rest["total"] == 5
+    assert _walk(live, "/api/snippets", {"page": "many", "limit": 2}, "snippets") == [
+        ["many:1", "many:2"],
+        ["many:3", "many:4"],
+        ["many:5"],
+    ]
     assert live.get("/api/snippets", params={"target": "sm_90a", "page": "many"}).json()["total"] == 5
     assert live.get("/api/snippets", params={"target": "sm_9%", "page": "many"}).json()["total"] == 0
     unknown = live.get("/api/snippets", params={"status": "unknown", "page": "many", "limit": 1}).json()
