@@ -7,6 +7,7 @@ connection (`ConnDep`); the `Store` on `app.state` only wires them (app/store.py
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,6 +25,7 @@ from app.health import Health
 from app.index.filters import Filters
 from app.pages import Pages
 from app.search import FACETS, Searcher, parse_facets
+from app.search.searcher import CATCH_UP_WAIT_S
 from app.settings import Settings
 from app.store import Store
 
@@ -115,6 +117,21 @@ def _pool_slots(request: Request, engine: Engine) -> asyncio.Semaphore:
     return slots
 
 
+async def catch_up(searcher: Searcher) -> None:
+    """A due catch-up of the full-text index (`Searcher.catch_up`) awaited at most CATCH_UP_WAIT_S without holding up
+    the event loop: it runs in its own thread, and every other request goes on being answered meanwhile."""
+    flight = searcher.catch_up()
+    if flight is not None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(flight)), CATCH_UP_WAIT_S)
+
+
+async def caught_up(searcher: Searcher) -> None:
+    """`catch_up`, then SearchNotReady (503) while no generation is open: a search then runs with `sync=False`."""
+    await catch_up(searcher)
+    searcher.ready()
+
+
 PagesDep = Annotated[Pages, Depends(get_pages)]
 SearchDep = Annotated[Searcher, Depends(get_searcher)]
 EvidenceDep = Annotated[EvidenceStore, Depends(get_evidence)]
@@ -164,13 +181,16 @@ async def get_filters(  # async: without filters no I/O at all, with them one in
         hardware_feature=hardware_feature or None,
         kernel_type=kernel_type or None,
     )
-    check_filters(searcher, filters, conn)
+    if filters.as_params():
+        await catch_up(searcher)  # the values a filter may take are the full-text index's
+        if searcher.engine.generation is not None:  # none open yet: a listing answers (from SQL) unchecked, a search 503s
+            check_filters(searcher, filters, conn)
     return filters
 
 
 def check_filters(searcher: Searcher, filters: Filters, conn: Connection) -> None:
     """422 naming each filter value no page can have, with the values allowed."""
-    problems = searcher.filter_problems(filters, conn=conn)
+    problems = searcher.filter_problems(filters, conn=conn, sync=False)
     if problems:  # a value no page can have is a mistake to name, not an empty answer
         raise HTTPException(
             422,

@@ -28,6 +28,14 @@ DAMAGED = ("malformed", "not a database", "disk image", "corrupt", "file is encr
 REBUILD_HINT = "rebuild it with `kernelwiki index --rebuild` (evidence is kept where it can still be read)"
 
 
+class SearchNotReady(Exception):
+    """The process has no generation of the full-text index open yet: a search is answered 503 with Retry-After."""
+
+
+RETRY_AFTER_S = 5
+"""What a 503 for a full-text index still being built tells the client to wait (Retry-After)."""
+
+
 def index_path(url: str) -> str:
     """The index file of a SQLite URL (the URL itself for other databases), for messages."""
     if url.startswith("sqlite") and "///" in url:
@@ -94,6 +102,10 @@ def install_error_handlers(app: FastAPI, html_renderer: Any = None) -> None:
         if status is not None:
             status.degrade(line)
         return respond(request, 503, line)
+
+    @app.exception_handler(SearchNotReady)
+    async def search_not_ready(request: Request, exc: SearchNotReady) -> Response:
+        return respond(request, 503, str(exc), {"Retry-After": str(RETRY_AFTER_S)})
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:

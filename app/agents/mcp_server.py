@@ -32,7 +32,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.agents.budget import APPROXIMATION, MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, budgeted, render_context
 from app.agents.documents import page_document
 from app.agents.markdown import UnknownSection, page_url, snippet_line, status_legend
-from app.errors import error_body
+from app.errors import SearchNotReady, error_body
 from app.evidence.store import HISTORY_LIMIT, HISTORY_MAX_LIMIT, EvidenceStore, HistoryKey
 from app.index.filters import Filters
 from app.pages import Pages
@@ -175,10 +175,14 @@ def build_server(get_store: Callable[[], Services | None], base_url: str, eviden
             kernel_type=kernel_type or None,
             language=language or None,
         )
-        problems = search_service.filter_problems(filters)
+        try:  # a worker thread (the SDK runs sync tools so) waits for a due catch-up, boundedly
+            search_service.caught_up()
+        except SearchNotReady as exc:
+            raise ToolError(f"{exc}; try again in a few seconds") from None
+        problems = search_service.filter_problems(filters, sync=False)
         if problems:
             raise ToolError("; ".join(p.message for p in problems))
-        result = search_service.search(query, filters, limit=limit or (30 if budget_tokens else 10))
+        result = search_service.search(query, filters, limit=limit or (30 if budget_tokens else 10), sync=False)
         head = f'{result.total} results for "{result.query}"'
         if result.did_you_mean:
             head += f" (searched for: {result.did_you_mean})"

@@ -24,6 +24,7 @@ from app.deps import (
     PagesDep,
     SearchDep,
     SettingsDep,
+    caught_up,
     request_connection,
 )
 from app.index.filters import Filters
@@ -60,8 +61,9 @@ async def search(
     # On the event loop: an uncached search is ~1.3 ms of CPU at 10,000 pages. tantivy releases the GIL while it
     # searches (about 40% of that), but handing searches to threads measured slower under load (2026-12-03: 2 or 1
     # pool threads, 450-500 req/s against ~560 inline): the Python around them serialises on the GIL.
+    await caught_up(searcher)  # off the event loop: a first opening may build the host's index for a minute
     result = searcher.search(
-        q, filters, limit=limit, offset=offset, max_chars=settings.search_max_query_chars, conn=conn, facets=facets
+        q, filters, limit=limit, offset=offset, max_chars=settings.search_max_query_chars, facets=facets, sync=False
     )
     if budget_tokens is not None:
         result.context = budgeted(pages, result, budget_tokens, str(request.base_url), conn=conn)
@@ -155,13 +157,12 @@ async def lean_answer(scope: Scope) -> bytes | None:
     q, filters, limit, offset, facets = parsed
     max_chars = app.state.settings.search_max_query_chars  # type: ignore[union-attr]  # store is None when app is
     searcher = store.searcher
-    if filters.as_params() or searcher.engine.due():  # the database is asked something: one connection
+    await caught_up(searcher)  # when due, in a thread of its own: the event loop never waits on the full-text index
+    if filters.as_params():  # the database is asked something: one connection
         async with request_connection(Request(scope), store.engine) as conn:
-            if searcher.filter_problems(filters, conn=conn):
+            if searcher.filter_problems(filters, conn=conn, sync=False):
                 return None  # the declared route names them in its 422
-            result = searcher.search(q, filters, limit=limit, offset=offset, max_chars=max_chars, conn=conn, facets=facets)
-    else:  # nothing to ask the database: no connection at all
-        result = searcher.search(q, filters, limit=limit, offset=offset, max_chars=max_chars, facets=facets, sync=False)
+    result = searcher.search(q, filters, limit=limit, offset=offset, max_chars=max_chars, facets=facets, sync=False)
     return result.model_dump_json().encode()
 
 

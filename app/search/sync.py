@@ -31,7 +31,8 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from concurrent.futures import Future
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -245,6 +246,8 @@ class SyncedIndex:
         weakref.finalize(self, _release, self._held)  # let go of it with the engine
         self._folder: str | None = None  # its name
         self._words: tuple[Any, dict[str, _Word]] = (None, {})  # (the searcher they were read from, word → `_Word`)
+        self._flight: Future[None] | None = None  # the sync `sync_in_background` started last
+        self._flight_lock = threading.Lock()
         self.generation: int | None = None
         self.pages = _Tantivy.empty("pages")
         self.sections = _Tantivy.empty("sections")
@@ -316,6 +319,33 @@ class SyncedIndex:
                 folder.clean(keep=pointer.folder)
         finally:
             self._lock.release()
+
+    def sync_in_background(self, connect: Callable[[], AbstractContextManager[Connection]]) -> Future[None]:
+        """`sync` on a connection of its own (`connect()`) in a thread of its own; one at a time: a caller that comes
+        while one runs gets that one's future.
+
+        For callers that must not wait on the sync itself (an event loop): the first sync of a process may build
+        the host's index (~40-60 s at 100,000 pages), and the lock `sync` takes waits for a reindex's. A daemon
+        thread, so a process stopping mid-build does not wait for it.
+        """
+        with self._flight_lock:
+            if self._flight is not None and not self._flight.done():
+                return self._flight
+            flight: Future[None] = Future()
+            flight.set_running_or_notify_cancel()  # running: a caller giving up cannot cancel it under the thread
+
+            def run() -> None:
+                try:
+                    with connect() as conn:
+                        self.sync(conn)
+                except BaseException as exc:  # handed to whoever waits on it
+                    flight.set_exception(exc)
+                else:
+                    flight.set_result(None)
+
+            threading.Thread(target=run, name="kernelwiki-search-sync", daemon=True).start()
+            self._flight = flight
+            return flight
 
     def _open(self, folder: HostFolder, pointer: Pointer) -> bool:
         """Search the generation `pointer` names from now on; False when it was removed meanwhile."""

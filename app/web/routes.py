@@ -146,11 +146,16 @@ def search(
         hardware_feature=hardware_feature or None,
         kernel_type=kernel_type or None,
     )
-    problems = searcher.filter_problems(filters, conn=conn)
+    if q.strip():
+        searcher.caught_up()  # this worker thread waits (boundedly); not ready yet: the 503 page says so
+    else:
+        searcher.catch_up()  # in the background: a listing reads SQL
+    opened = searcher.engine.generation is not None  # none open yet: a listing by filters answers unchecked
+    problems = searcher.filter_problems(filters, conn=conn, sync=False) if opened else []
     result = None  # a filter value no page has is answered with its message on the search page, as a 422
     if q.strip() and not problems:
         result = searcher.search(
-            q, filters, limit=20, offset=offset, max_chars=settings.search_max_query_chars, conn=conn, facets=FACETS
+            q, filters, limit=20, offset=offset, max_chars=settings.search_max_query_chars, facets=FACETS, sync=False
         )
     elif filters.as_params() and not problems:
         result = listing_as_results(pages.list_pages(filters, limit=20, offset=offset, conn=conn), filters, offset)
