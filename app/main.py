@@ -31,7 +31,7 @@ from app.watch import IndexKeeper, IndexStatus
 from app.web import install_web
 from app.web.warm import warm_up
 
-__all__ = ["create_app", "keeper_for", "open_store", "prepare_store", "queue_changed_snippets", "read_only_url", "worker_app"]
+__all__ = ["create_app", "keeper_for", "open_store", "prepare_store", "queue_changed_snippets", "read_only_url"]
 log = logging.getLogger("kernelwiki")
 SHUTDOWN_JOIN_S = 0.25
 """At shutdown, how long the app waits for the indexer thread."""
@@ -121,13 +121,3 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     install_error_handlers(app, install_web(app))
     install_try(app)  # POST /api/try, the editor, MCP compile_snippet/run_snippet (issue 27; off unless Settings.try_enabled)
     return app
-
-
-def worker_app() -> FastAPI:
-    """`serve --workers N`: one worker's app, from `KERNELWIKI_*` settings (read-only; the supervisor indexes).
-
-    The worker ends when the `serve` process does, even one killed with SIGKILL (app/lifeline.py)."""
-    from app.lifeline import exit_with_parent_from_env
-
-    exit_with_parent_from_env()
-    return create_app(Settings(read_only=True))

@@ -6,27 +6,22 @@ empty wiki or a missing evidence folder is warned about, the port is bound
 (a busy port is one clear error), and the index is opened (a damaged one is
 one line with the fix). Then the app listens at once and indexes in the
 background. With `workers > 1` this process indexes (and watches) and
-publishes its progress to a status file, while uvicorn's worker processes
-serve, each opening SQLite read-only.
+publishes its progress to a status file, while worker processes forked from
+one that has imported the app (app/serve_workers.py) serve, each opening
+SQLite read-only.
 """
 
 from __future__ import annotations
 
 import errno
-import os
 import socket
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from app.errors import broken_index_line
 from app.settings import Settings
 
 Say = Callable[[str], None]
-WORKER_HEALTHCHECK_S = 30
-"""How long uvicorn's supervisor waits for a worker to answer its ping before killing it as hung. uvicorn's 5 s
-is shorter than a fresh worker's start-up on a busy 2-core host (imports before it can answer): workers were
-killed and restarted in a loop, and the port never answered."""
 
 
 def folder_problems(settings: Settings) -> tuple[list[str], str | None]:
@@ -81,11 +76,11 @@ def port_error(host: str, port: int, exc: OSError) -> str:
 
 
 def run_server(settings: Settings, workers: int, say: Say, warn: Say) -> int:
-    """Serve until stopped; returns the exit status (1: could not start, 2: nothing to serve)."""
+    """Serve until stopped; returns the exit status (1: could not start, or the workers stopped; 2: nothing to serve)."""
     import uvicorn
 
-    from app.lifeline import PARENT_ENV
     from app.main import create_app, keeper_for, open_store
+    from app.serve_workers import Serve, Zygote, fork_zygote
     from app.watch import IndexStatus, status_file
 
     warnings, fatal = folder_problems(settings)
@@ -95,22 +90,9 @@ def run_server(settings: Settings, workers: int, say: Say, warn: Say) -> int:
         warn(fatal)
         return 2
     try:
-        # Several workers: only probe (bound, not listening, so no connection is accepted and then dropped);
-        # uvicorn's supervisor binds the port itself and shares it with its workers.
-        sock = bind(settings.host, settings.port, listen=workers == 1)
-        if workers > 1:
-            sock.close()
+        sock = bind(settings.host, settings.port)
     except OSError as exc:
         warn(port_error(settings.host, settings.port, exc))
-        return 1
-    try:
-        store = open_store(settings)  # migrates once, here, before any worker opens it read-only
-    except Exception as exc:
-        sock.close()  # (closing twice is harmless)
-        broken = broken_index_line(settings.db, exc)
-        if broken is None:
-            raise
-        warn(broken)
         return 1
     url = f"http://{settings.host}:{settings.port}"
     # asyncio's own loop even where uvloop is installed: under a saturating load uvloop served some connections
@@ -122,40 +104,54 @@ def run_server(settings: Settings, workers: int, say: Say, warn: Say) -> int:
         "timeout_keep_alive": 5,
         "loop": "asyncio",
     }
-    if workers == 1:
-        store.engine.dispose()  # the app's lifespan opens its own
-        say(
-            f"serving {url} (indexing {settings.wiki} in the background{'; watching for changes' if settings.watch else ''}; "
-            f"{url}/api/health shows progress)"
-        )
-        server = uvicorn.Server(uvicorn.Config(create_app(settings), **common))
-        server.run(sockets=[sock])
-        return 0
-    status = IndexStatus(sink=status_file(settings))
-    status.update(state="starting")
-    keeper = keeper_for(settings, store, status).start()
-    os.environ.update(
-        {
-            "KERNELWIKI_WIKI": str(Path(settings.wiki).resolve()),
-            "KERNELWIKI_DB": settings.db,
-            "KERNELWIKI_EVIDENCE": str(Path(settings.evidence).resolve()),
-            "KERNELWIKI_WATCH": "false",
-            "KERNELWIKI_TRY": "1" if settings.try_enabled else "0",  # `serve --try` reaches every worker (docs/try.md)
-            PARENT_ENV: str(os.getpid()),  # each worker ends with this process, even after a kill -9 (app/lifeline.py)
-        }
-    )
-    say(f"serving {url} with {workers} workers (this process indexes {settings.wiki}; the workers read the index read-only)")
+    zygote: Zygote | None = None
+    if workers > 1:
+        # The workers' app: every setting of this process, read-only and not watching (this process indexes).
+        worker_settings = settings.model_copy(update={"read_only": True, "watch": False})
+
+        def build() -> Serve:
+            """In the zygote, before the workers are forked: what they share, and what each one runs."""
+            config = uvicorn.Config(create_app(worker_settings), **common)
+            config.load()
+            return lambda listener: uvicorn.Server(config).run(sockets=[listener])
+
+        # Forked now, before this process starts a thread (the index keeper); it forks the workers on `start`.
+        zygote = fork_zygote(sock, workers, build, settings.shutdown_timeout_s)
+        sock.close()  # the zygote holds the listener: with it gone, the port refuses connections rather than queue them
     try:
-        uvicorn.run(
-            "app.main:worker_app",
-            factory=True,
-            host=settings.host,
-            port=settings.port,
-            workers=workers,
-            timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
-            **common,
-        )
+        try:
+            store = open_store(settings)  # migrates once, here, before any worker opens it read-only
+        except Exception as exc:
+            sock.close()  # (closing twice is harmless)
+            broken = broken_index_line(settings.db, exc)
+            if broken is None:
+                raise
+            warn(broken)
+            return 1
+        if zygote is None:
+            store.engine.dispose()  # the app's lifespan opens its own
+            say(
+                f"serving {url} (indexing {settings.wiki} in the background{'; watching for changes' if settings.watch else ''}; "
+                f"{url}/api/health shows progress)"
+            )
+            server = uvicorn.Server(uvicorn.Config(create_app(settings), **common))
+            server.run(sockets=[sock])
+            return 0
+        status = IndexStatus(sink=status_file(settings))
+        status.update(state="starting")
+        keeper = keeper_for(settings, store, status).start()
+        say(f"serving {url} with {workers} workers (this process indexes {settings.wiki}; the workers read the index read-only)")
+        try:
+            zygote.start()
+            code = zygote.serve_until_stopped()
+            zygote = None
+        finally:
+            keeper.stop()
+            store.engine.dispose()
+        if code:
+            warn(f"error: the workers stopped (status {code}; the log above says why)")
+            return 1
+        return 0
     finally:
-        keeper.stop()
-        store.engine.dispose()
-    return 0
+        if zygote is not None:  # not started (the index could not be opened) or interrupted: it exits quietly
+            zygote.abandon()
