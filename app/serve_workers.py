@@ -175,11 +175,13 @@ class _Supervisor:
         self.workers: list[_Worker] = []
         self.restarts: dict[int, float] = {}  # slot -> when its replacement is due
         self.backoff: dict[int, float] = {}  # slot -> the wait before its next replacement
-        self.signals = 0
+        self.signals = 0  # SIGINT and SIGTERM received
+        self.interrupts = 0  # of which SIGINT
         self.wake_read, self.wake_write = socket.socketpair()
 
     def _on_signal(self, sig: int, frame: object) -> None:
         self.signals += 1
+        self.interrupts += sig == signal.SIGINT
 
     def run(self) -> int:
         for end in (self.wake_read, self.wake_write):
@@ -343,13 +345,15 @@ class _Supervisor:
             self._reap(worker)
 
     def _stop_all(self) -> int:
-        """SIGTERM every worker, give them `stop_s` + STOP_MARGIN_S (a second signal cuts that short), SIGKILL the
-        rest; 0."""
+        """SIGTERM every worker, give them `stop_s` + STOP_MARGIN_S (a second Ctrl-C cuts that short), SIGKILL the
+        rest; 0.
+
+        Only a second SIGINT cuts it short: one Ctrl-C reaches the whole process group (the zygote, its workers and
+        `serve`, which passes it on as SIGTERM), so the zygote sees two signals for one Ctrl-C."""
         for worker in self.workers:
             self._signal(worker, signal.SIGTERM)
-        signals = self.signals
         deadline = time.monotonic() + self.stop_s + STOP_MARGIN_S
-        while self.workers and self.signals <= max(signals, 1):
+        while self.workers and self.interrupts < 2:
             left = deadline - time.monotonic()
             if left <= 0:
                 break

@@ -49,7 +49,7 @@ More text so the page has a second section: {word} {word}.
 class Served:
     """`kernelwiki serve …` in its own process, output captured to files."""
 
-    def __init__(self, cwd: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, cwd: Path, *args: str, env: dict[str, str] | None = None, own_group: bool = False) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.out, self.err = cwd / "serve.out", cwd / "serve.err"
@@ -57,7 +57,12 @@ class Served:
         full_env.pop("KERNELWIKI_WIKI", None)
         with self.out.open("w") as out, self.err.open("w") as err:  # the server writes to its own copies
             self.proc = subprocess.Popen(
-                [KERNELWIKI, "serve", "--port", str(self.port), *args], cwd=cwd, env=full_env, stdout=out, stderr=err
+                [KERNELWIKI, "serve", "--port", str(self.port), *args],
+                cwd=cwd,
+                env=full_env,
+                stdout=out,
+                stderr=err,
+                start_new_session=own_group,  # a process group of its own, as a terminal's Ctrl-C reaches it
             )
 
     def listening(self, timeout: float = 30) -> bool:
@@ -638,6 +643,22 @@ def test_a_worker_killed_with_sigkill_is_replaced_and_the_port_keeps_answering(s
         assert "ended (killed by signal 9)" in server.stderr()
     finally:
         assert server.stop() < 5
+
+
+def test_ctrl_c_reaching_every_process_stops_the_workers_gracefully(site: Path) -> None:
+    """One Ctrl-C: SIGINT to serve, the zygote and the workers at once (serve passes it on as SIGTERM too)."""
+    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--workers", "2", own_group=True)
+    try:
+        assert server.listening(120), server.stderr()
+        server.wait_ok()
+        _zygote_and_workers(server, 2)
+        started = time.monotonic()
+        os.killpg(server.proc.pid, signal.SIGINT)
+        assert server.proc.wait(10) == 0 and time.monotonic() - started < 5
+        err = server.stderr()
+        assert err.count("Application shutdown complete") == 2 and "killed" not in err, err[-3000:]
+    finally:
+        server.stop()
 
 
 def test_kill_9_of_the_zygote_stops_serve_with_an_error_and_leaves_no_worker(site: Path) -> None:
