@@ -97,9 +97,13 @@ class Zygote:
     def start(self) -> None:
         """Let the zygote fork the workers (the index is migrated)."""
         if self._go is not None:
-            os.write(self._go, b"go")
-            os.close(self._go)
-            self._go = None
+            try:
+                os.write(self._go, b"go")
+            except BrokenPipeError:
+                pass  # the zygote has ended already (its error is logged): `wait` says how
+            finally:
+                os.close(self._go)
+                self._go = None
 
     def abandon(self) -> int:
         """Serving is off (the index could not be opened, or `serve` was interrupted): the zygote exits (quietly when
@@ -194,11 +198,12 @@ class _Supervisor:
         except ProcessLookupError:
             return 1
         self.serve_one = self.build()
-        if not self._wait_for_go():
-            return 0
+        waited = self._wait_for_go()
+        if waited is not None:
+            return waited
         log.info("Started worker supervisor [%d]: forks %d workers", os.getpid(), self.count)
         for slot in range(self.count):
-            self._fork(slot)
+            self._fork_or_retry(slot)
         next_ping = time.monotonic() + PING_EVERY_S
         while not self.signals:
             now = time.monotonic()
@@ -226,20 +231,21 @@ class _Supervisor:
             for slot, due in list(self.restarts.items()):
                 if now >= due and not self.signals:
                     del self.restarts[slot]
-                    self._fork(slot)
+                    self._fork_or_retry(slot)
         return self._stop_all()
 
-    def _wait_for_go(self) -> bool:
-        """Block until `serve` says go (True), or closes the pipe, ends or is signalled first (False)."""
+    def _wait_for_go(self) -> int | None:
+        """Block until `serve` says go (None), or the exit code: 0 when `serve` closed the pipe first (not serving
+        after all), 1 when it ended or this process was signalled first (`serve` must not go on with no workers)."""
         try:
             while not self.signals:
                 readable, _, _ = select.select([self.go, self.serve_fd, self.wake_read.fileno()], [], [])
                 if self.go in readable:
-                    return os.read(self.go, 16) == b"go"
+                    return None if os.read(self.go, 16) == b"go" else 0
                 if self.serve_fd in readable:
-                    return False
+                    return 1
                 self._drain_wake()
-            return False
+            return 1
         finally:
             os.close(self.go)
 
@@ -250,13 +256,28 @@ class _Supervisor:
         except BlockingIOError:
             pass
 
+    def _fork_or_retry(self, slot: int) -> None:
+        """Fork the worker of `slot`; where the system refuses (no memory, too many processes), try again later."""
+        try:
+            self._fork(slot)
+        except OSError as exc:
+            wait = self.backoff.get(slot, RESTART_FIRST_S)
+            self.backoff[slot] = min(RESTART_MAX_S, wait * 2)
+            self.restarts[slot] = time.monotonic() + wait
+            log.error("could not fork a worker (%s): trying again in %.1f s", exc, wait)
+
     def _fork(self, slot: int) -> None:
         ours, theirs = socket.socketpair()
         gc.collect()
         gc.freeze()  # everything made so far stays out of the collector's way in the workers: their pages stay shared
         _flush()
         zygote = os.getpid()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            ours.close()
+            theirs.close()
+            raise
         if pid == 0:  # a worker: never returns
             code = 1
             try:
