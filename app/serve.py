@@ -16,10 +16,13 @@ from __future__ import annotations
 import errno
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.errors import broken_index_line
 from app.settings import Settings
+
+if TYPE_CHECKING:
+    from app.store import Store
 
 Say = Callable[[str], None]
 
@@ -77,12 +80,6 @@ def port_error(host: str, port: int, exc: OSError) -> str:
 
 def run_server(settings: Settings, workers: int, say: Say, warn: Say) -> int:
     """Serve until stopped; returns the exit status (1: could not start, or the workers stopped; 2: nothing to serve)."""
-    import uvicorn
-
-    from app.main import create_app, keeper_for, open_store
-    from app.serve_workers import Serve, Zygote, fork_zygote
-    from app.watch import IndexStatus, status_file
-
     warnings, fatal = folder_problems(settings)
     for line in warnings:
         warn(line)
@@ -94,7 +91,6 @@ def run_server(settings: Settings, workers: int, say: Say, warn: Say) -> int:
     except OSError as exc:
         warn(port_error(settings.host, settings.port, exc))
         return 1
-    url = f"http://{settings.host}:{settings.port}"
     # asyncio's own loop even where uvloop is installed: under a saturating load uvloop served some connections
     # seconds late (64 connections of uncached search: p99 1.1-3.7 s against 0.12 s). HTTP parsing: httptools.
     common: dict[str, Any] = {  # uvicorn.Config's keyword arguments, shared by both ways of serving
@@ -104,54 +100,87 @@ def run_server(settings: Settings, workers: int, say: Say, warn: Say) -> int:
         "timeout_keep_alive": 5,
         "loop": "asyncio",
     }
-    zygote: Zygote | None = None
-    if workers > 1:
-        # The workers' app: every setting of this process, read-only and not watching (this process indexes).
-        worker_settings = settings.model_copy(update={"read_only": True, "watch": False})
+    if workers == 1:
+        return _serve_alone(settings, sock, common, say, warn)
+    return _serve_with_workers(settings, sock, workers, common, say, warn)
 
-        def build() -> Serve:
-            """In the zygote, before the workers are forked: what they share, and what each one runs."""
-            config = uvicorn.Config(create_app(worker_settings), **common)
-            config.load()
-            return lambda listener: uvicorn.Server(config).run(sockets=[listener])
 
-        # Forked now, before this process starts a thread (the index keeper); it forks the workers on `start`.
-        zygote = fork_zygote(sock, workers, build, settings.shutdown_timeout_s)
-        sock.close()  # the zygote holds the listener: with it gone, the port refuses connections rather than queue them
+def _open_index(settings: Settings, warn: Say) -> Store | None:
+    """The index, migrated once, here, before any worker opens it read-only; None: damaged (said with the fix)."""
+    from app.main import open_store
+
     try:
-        try:
-            store = open_store(settings)  # migrates once, here, before any worker opens it read-only
-        except Exception as exc:
-            sock.close()  # (closing twice is harmless)
-            broken = broken_index_line(settings.db, exc)
-            if broken is None:
-                raise
-            warn(broken)
+        return open_store(settings)
+    except Exception as exc:
+        broken = broken_index_line(settings.db, exc)
+        if broken is None:
+            raise
+        warn(broken)
+        return None
+
+
+def _serve_alone(settings: Settings, sock: socket.socket, common: dict[str, Any], say: Say, warn: Say) -> int:
+    """One process: it indexes in the background and serves."""
+    import uvicorn
+
+    from app.main import create_app
+
+    with sock:
+        store = _open_index(settings, warn)
+        if store is None:
             return 1
-        if zygote is None:
-            store.engine.dispose()  # the app's lifespan opens its own
-            say(
-                f"serving {url} (indexing {settings.wiki} in the background{'; watching for changes' if settings.watch else ''}; "
-                f"{url}/api/health shows progress)"
-            )
-            server = uvicorn.Server(uvicorn.Config(create_app(settings), **common))
-            server.run(sockets=[sock])
-            return 0
+        store.engine.dispose()  # the app's lifespan opens its own
+        url = f"http://{settings.host}:{settings.port}"
+        say(
+            f"serving {url} (indexing {settings.wiki} in the background{'; watching for changes' if settings.watch else ''}; "
+            f"{url}/api/health shows progress)"
+        )
+        uvicorn.Server(uvicorn.Config(create_app(settings), **common)).run(sockets=[sock])
+    return 0
+
+
+def _serve_with_workers(
+    settings: Settings, sock: socket.socket, workers: int, common: dict[str, Any], say: Say, warn: Say
+) -> int:
+    """This process indexes (and watches); `workers` processes forked by a zygote serve (app/serve_workers.py)."""
+    import uvicorn
+
+    from app.main import create_app, keeper_for
+    from app.serve_workers import Serve, fork_zygote
+    from app.watch import IndexStatus, status_file
+
+    # The workers' app: every setting of this process, read-only and not watching (this process indexes).
+    worker_settings = settings.model_copy(update={"read_only": True, "watch": False})
+
+    def build() -> Serve:
+        """In the zygote, before the workers are forked: what they share, and what each one runs."""
+        config = uvicorn.Config(create_app(worker_settings), **common)
+        config.load()
+        return lambda listener: uvicorn.Server(config).run(sockets=[listener])
+
+    # Forked now, before this process starts a thread (the index keeper); it forks the workers on `start`.
+    with sock:  # the zygote holds the listener: with it gone, the port refuses connections rather than queue them
+        zygote = fork_zygote(sock, workers, build, settings.shutdown_timeout_s)
+    try:
+        store = _open_index(settings, warn)
+        if store is None:
+            return 1
         status = IndexStatus(sink=status_file(settings))
         status.update(state="starting")
         keeper = keeper_for(settings, store, status).start()
-        say(f"serving {url} with {workers} workers (this process indexes {settings.wiki}; the workers read the index read-only)")
+        say(
+            f"serving http://{settings.host}:{settings.port} with {workers} workers "
+            f"(this process indexes {settings.wiki}; the workers read the index read-only)"
+        )
         try:
             zygote.start()
             code = zygote.serve_until_stopped()
-            zygote = None
         finally:
             keeper.stop()
             store.engine.dispose()
-        if code:
-            warn(f"error: the workers stopped (status {code}; the log above says why)")
-            return 1
-        return 0
     finally:
-        if zygote is not None:  # not started (the index could not be opened) or interrupted: it exits quietly
-            zygote.abandon()
+        zygote.abandon()  # when it has not ended yet: not started (the index could not be opened) or interrupted
+    if code:
+        warn(f"error: the workers stopped (status {code}; the log above says why)")
+        return 1
+    return 0

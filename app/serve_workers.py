@@ -93,6 +93,7 @@ class Zygote:
     def __init__(self, pid: int, go: int) -> None:
         self.pid = pid
         self._go: int | None = go
+        self.code: int | None = None  # its exit code, once waited for
 
     def start(self) -> None:
         """Let the zygote fork the workers (the index is migrated)."""
@@ -107,7 +108,9 @@ class Zygote:
 
     def abandon(self) -> int:
         """Serving is off (the index could not be opened, or `serve` was interrupted): the zygote exits (quietly when
-        it had not forked the workers yet); its exit code."""
+        it had not forked the workers yet); its exit code. Nothing to do once it was waited for."""
+        if self.code is not None:
+            return self.code
         if self._go is not None:
             os.close(self._go)  # end of file before "go"
             self._go = None
@@ -116,6 +119,8 @@ class Zygote:
         return self.wait()
 
     def stop(self) -> None:
+        if self.code is not None:
+            return  # reaped: its pid may be another process's by now
         try:
             os.kill(self.pid, signal.SIGTERM)
         except ProcessLookupError:
@@ -123,7 +128,9 @@ class Zygote:
 
     def wait(self) -> int:
         """The zygote's exit code, once it has exited (0: stopped by a signal)."""
-        return _exit_code(os.waitpid(self.pid, 0)[1])
+        if self.code is None:
+            self.code = _exit_code(os.waitpid(self.pid, 0)[1])
+        return self.code
 
     def serve_until_stopped(self) -> int:
         """Wait for the zygote, passing SIGINT and SIGTERM on to it as SIGTERM; its exit code."""

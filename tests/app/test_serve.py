@@ -661,6 +661,19 @@ def test_ctrl_c_reaching_every_process_stops_the_workers_gracefully(site: Path) 
         server.stop()
 
 
+def test_serves_command_line_settings_reach_every_worker(site: Path) -> None:
+    """`--try` is a flag of `serve`, not a variable the workers could read: each worker serves the editor."""
+    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--workers", "2", "--try")
+    try:
+        assert server.listening(120), server.stderr()
+        server.wait_ok()
+        _zygote_and_workers(server, 2)
+        answers = {httpx.get(server.url + "/try").status_code for _ in range(20)}  # a connection each: both workers
+        assert answers == {200}, answers
+    finally:
+        assert server.stop() < 5
+
+
 def test_kill_9_of_the_zygote_stops_serve_with_an_error_and_leaves_no_worker(site: Path) -> None:
     server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--workers", "2")
     try:
