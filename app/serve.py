@@ -145,7 +145,7 @@ def _serve_with_workers(
     """This process indexes (and watches); `workers` processes forked by a zygote serve (app/serve_workers.py)."""
     import uvicorn
 
-    from app.main import create_app, keeper_for
+    from app.main import create_app, import_what_serving_uses, keeper_for
     from app.serve_workers import Serve, fork_zygote
     from app.watch import IndexStatus, status_file
 
@@ -156,6 +156,8 @@ def _serve_with_workers(
         """In the zygote, before the workers are forked: what they share, and what each one runs."""
         config = uvicorn.Config(create_app(worker_settings), **common)
         config.load()
+        config.get_loop_factory()  # imports uvicorn's asyncio loop module
+        import_what_serving_uses(worker_settings)
         return lambda listener: uvicorn.Server(config).run(sockets=[listener])
 
     # Forked now, before this process starts a thread (the index keeper); it forks the workers on `start`.
