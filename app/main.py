@@ -74,7 +74,10 @@ def import_what_serving_uses(settings: Settings) -> None:
 
     from app.web.render import compile_lexers
 
-    make_url(settings.db).get_dialect()
+    try:
+        make_url(settings.db).get_dialect()
+    except Exception:  # noqa: BLE001 - an optimisation: a bad URL fails where `serve` opens the index, with its message
+        pass
     try:
         importlib.import_module("anyio._backends._asyncio")  # a private module: where it moves, it is imported later
     except ImportError:
