@@ -2,7 +2,8 @@
 
 The service starts helper processes: the parsing pool of a large reindex
 (`ProcessPoolExecutor` on a forkserver, app/index/build.py) and the workers of
-`serve --workers N` (uvicorn's, spawned). Killed with SIGKILL, their parent
+`serve --workers N` (forked by a supervisor, app/serve_workers.py, which
+watches `serve` the same way). Killed with SIGKILL, their parent
 cannot stop them, and each holds a pipe that keeps the next alive (a pool
 worker keeps the forkserver, which keeps multiprocessing's resource tracker):
 2-4 of them lived on after every `kill -9`. A helper therefore watches its
@@ -17,9 +18,6 @@ import os
 import select
 import threading
 
-PARENT_ENV = "KERNELWIKI_PARENT_PID"
-"""Where `serve --workers N` tells its uvicorn workers which process they serve."""
-
 
 def exit_with(pid: int) -> None:
     """End this process (`os._exit(1)`) as soon as process `pid` has ended; at once when it is gone already."""
@@ -33,10 +31,3 @@ def exit_with(pid: int) -> None:
         os._exit(1)
 
     threading.Thread(target=wait, name="kernelwiki-lifeline", daemon=True).start()
-
-
-def exit_with_parent_from_env() -> None:
-    """`exit_with` the process named in KERNELWIKI_PARENT_PID, when it is set (a worker of `serve --workers N`)."""
-    pid = os.environ.get(PARENT_ENV, "")
-    if pid.isdigit():
-        exit_with(int(pid))

@@ -32,7 +32,7 @@ from app.watch import IndexKeeper, IndexStatus
 from app.web import install_web
 from app.web.warm import warm_up
 
-__all__ = ["create_app", "keeper_for", "open_store", "prepare_store", "queue_changed_snippets", "read_only_url", "worker_app"]
+__all__ = ["create_app", "keeper_for", "open_store", "prepare_store", "queue_changed_snippets", "read_only_url"]
 log = logging.getLogger("kernelwiki")
 SHUTDOWN_JOIN_S = 0.25
 """At shutdown, how long the app waits for the indexer thread."""
@@ -74,6 +74,29 @@ def _return_free_heap() -> None:
     except (OSError, AttributeError):  # not glibc
         return
     trim(0)
+
+
+def import_what_serving_uses(settings: Settings) -> None:
+    """Import (no I/O) what the app otherwise imports on its first requests: the database's SQLAlchemy dialect,
+    anyio's asyncio backend (FastAPI's thread pool), the code blocks' lexers, compiled. `serve --workers N`' zygote
+    calls it before it forks the workers, so their code is shared rather than imported by each (found by comparing
+    `sys.modules` of the zygote and of a worker that had served: 34 modules; ~5 MB less of its own per worker at
+    10,000 pages, docs/benchmarks.md)."""
+    import importlib
+
+    from sqlalchemy.engine import make_url
+
+    from app.web.render import compile_lexers
+
+    try:
+        make_url(settings.db).get_dialect()
+    except Exception:  # noqa: BLE001 - an optimisation: a bad URL fails where `serve` opens the index, with its message
+        pass
+    try:
+        importlib.import_module("anyio._backends._asyncio")  # a private module: where it moves, it is imported later
+    except ImportError:
+        pass
+    compile_lexers()
 
 
 def create_app(settings: Settings | None = None, store: Store | None = None) -> FastAPI:
@@ -135,13 +158,3 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     install_error_handlers(app, install_web(app))
     install_try(app)  # POST /api/try, the editor, MCP compile_snippet/run_snippet (issue 27; off unless Settings.try_enabled)
     return app
-
-
-def worker_app() -> FastAPI:
-    """`serve --workers N`: one worker's app, from `KERNELWIKI_*` settings (read-only; the supervisor indexes).
-
-    The worker ends when the `serve` process does, even one killed with SIGKILL (app/lifeline.py)."""
-    from app.lifeline import exit_with_parent_from_env
-
-    exit_with_parent_from_env()
-    return create_app(Settings(read_only=True))

@@ -6,27 +6,25 @@ empty wiki or a missing evidence folder is warned about, the port is bound
 (a busy port is one clear error), and the index is opened (a damaged one is
 one line with the fix). Then the app listens at once and indexes in the
 background. With `workers > 1` this process indexes (and watches) and
-publishes its progress to a status file, while uvicorn's worker processes
-serve, each opening SQLite read-only.
+publishes its progress to a status file, while worker processes forked from
+one that has imported the app (app/serve_workers.py) serve, each opening
+SQLite read-only.
 """
 
 from __future__ import annotations
 
 import errno
-import os
 import socket
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.errors import broken_index_line
 from app.settings import Settings
 
+if TYPE_CHECKING:
+    from app.store import Store
+
 Say = Callable[[str], None]
-WORKER_HEALTHCHECK_S = 30
-"""How long uvicorn's supervisor waits for a worker to answer its ping before killing it as hung. uvicorn's 5 s
-is shorter than a fresh worker's start-up on a busy 2-core host (imports before it can answer): workers were
-killed and restarted in a loop, and the port never answered."""
 
 
 def folder_problems(settings: Settings) -> tuple[list[str], str | None]:
@@ -81,13 +79,7 @@ def port_error(host: str, port: int, exc: OSError) -> str:
 
 
 def run_server(settings: Settings, workers: int, say: Say, warn: Say) -> int:
-    """Serve until stopped; returns the exit status (1: could not start, 2: nothing to serve)."""
-    import uvicorn
-
-    from app.lifeline import PARENT_ENV
-    from app.main import create_app, keeper_for, open_store
-    from app.watch import IndexStatus, status_file
-
+    """Serve until stopped; returns the exit status (1: could not start, or the workers stopped; 2: nothing to serve)."""
     warnings, fatal = folder_problems(settings)
     for line in warnings:
         warn(line)
@@ -95,24 +87,10 @@ def run_server(settings: Settings, workers: int, say: Say, warn: Say) -> int:
         warn(fatal)
         return 2
     try:
-        # Several workers: only probe (bound, not listening, so no connection is accepted and then dropped);
-        # uvicorn's supervisor binds the port itself and shares it with its workers.
-        sock = bind(settings.host, settings.port, listen=workers == 1)
-        if workers > 1:
-            sock.close()
+        sock = bind(settings.host, settings.port)
     except OSError as exc:
         warn(port_error(settings.host, settings.port, exc))
         return 1
-    try:
-        store = open_store(settings)  # migrates once, here, before any worker opens it read-only
-    except Exception as exc:
-        sock.close()  # (closing twice is harmless)
-        broken = broken_index_line(settings.db, exc)
-        if broken is None:
-            raise
-        warn(broken)
-        return 1
-    url = f"http://{settings.host}:{settings.port}"
     # asyncio's own loop even where uvloop is installed: under a saturating load uvloop served some connections
     # seconds late (64 connections of uncached search: p99 1.1-3.7 s against 0.12 s). HTTP parsing: httptools.
     common: dict[str, Any] = {  # uvicorn.Config's keyword arguments, shared by both ways of serving
@@ -123,39 +101,88 @@ def run_server(settings: Settings, workers: int, say: Say, warn: Say) -> int:
         "loop": "asyncio",
     }
     if workers == 1:
+        return _serve_alone(settings, sock, common, say, warn)
+    return _serve_with_workers(settings, sock, workers, common, say, warn)
+
+
+def _open_index(settings: Settings, warn: Say) -> Store | None:
+    """The index, migrated once, here, before any worker opens it read-only; None: damaged (said with the fix)."""
+    from app.main import open_store
+
+    try:
+        return open_store(settings)
+    except Exception as exc:
+        broken = broken_index_line(settings.db, exc)
+        if broken is None:
+            raise
+        warn(broken)
+        return None
+
+
+def _serve_alone(settings: Settings, sock: socket.socket, common: dict[str, Any], say: Say, warn: Say) -> int:
+    """One process: it indexes in the background and serves."""
+    import uvicorn
+
+    from app.main import create_app
+
+    with sock:
+        store = _open_index(settings, warn)
+        if store is None:
+            return 1
         store.engine.dispose()  # the app's lifespan opens its own
+        url = f"http://{settings.host}:{settings.port}"
         say(
             f"serving {url} (indexing {settings.wiki} in the background{'; watching for changes' if settings.watch else ''}; "
             f"{url}/api/health shows progress)"
         )
-        server = uvicorn.Server(uvicorn.Config(create_app(settings), **common))
-        server.run(sockets=[sock])
-        return 0
-    status = IndexStatus(sink=status_file(settings))
-    status.update(state="starting")
-    keeper = keeper_for(settings, store, status).start()
-    os.environ.update(
-        {
-            "KERNELWIKI_WIKI": str(Path(settings.wiki).resolve()),
-            "KERNELWIKI_DB": settings.db,
-            "KERNELWIKI_EVIDENCE": str(Path(settings.evidence).resolve()),
-            "KERNELWIKI_WATCH": "false",
-            "KERNELWIKI_TRY": "1" if settings.try_enabled else "0",  # `serve --try` reaches every worker (docs/try.md)
-            PARENT_ENV: str(os.getpid()),  # each worker ends with this process, even after a kill -9 (app/lifeline.py)
-        }
-    )
-    say(f"serving {url} with {workers} workers (this process indexes {settings.wiki}; the workers read the index read-only)")
+        uvicorn.Server(uvicorn.Config(create_app(settings), **common)).run(sockets=[sock])
+    return 0
+
+
+def _serve_with_workers(
+    settings: Settings, sock: socket.socket, workers: int, common: dict[str, Any], say: Say, warn: Say
+) -> int:
+    """This process indexes (and watches); `workers` processes forked by a zygote serve (app/serve_workers.py)."""
+    import uvicorn
+
+    from app.main import create_app, import_what_serving_uses, keeper_for
+    from app.serve_workers import Serve, fork_zygote
+    from app.watch import IndexStatus, status_file
+
+    # The workers' app: every setting of this process, read-only and not watching (this process indexes).
+    worker_settings = settings.model_copy(update={"read_only": True, "watch": False})
+
+    def build() -> Serve:
+        """In the zygote, before the workers are forked: what they share, and what each one runs."""
+        config = uvicorn.Config(create_app(worker_settings), **common)
+        config.load()
+        config.get_loop_factory()  # imports uvicorn's asyncio loop module
+        import_what_serving_uses(worker_settings)
+        return lambda listener: uvicorn.Server(config).run(sockets=[listener])
+
+    # Forked now, before this process starts a thread (the index keeper); it forks the workers on `start`.
+    with sock:  # the zygote holds the listener: with it gone, the port refuses connections rather than queue them
+        zygote = fork_zygote(sock, workers, build, settings.shutdown_timeout_s)
     try:
-        uvicorn.run(
-            "app.main:worker_app",
-            factory=True,
-            host=settings.host,
-            port=settings.port,
-            workers=workers,
-            timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
-            **common,
+        store = _open_index(settings, warn)
+        if store is None:
+            return 1
+        status = IndexStatus(sink=status_file(settings))
+        status.update(state="starting")
+        keeper = keeper_for(settings, store, status).start()
+        say(
+            f"serving http://{settings.host}:{settings.port} with {workers} workers "
+            f"(this process indexes {settings.wiki}; the workers read the index read-only)"
         )
+        try:
+            zygote.start()
+            code = zygote.serve_until_stopped()
+        finally:
+            keeper.stop()
+            store.engine.dispose()
     finally:
-        keeper.stop()
-        store.engine.dispose()
+        zygote.abandon()  # when it has not ended yet: not started (the index could not be opened) or interrupted
+    if code:
+        warn(f"error: the workers stopped (status {code}; the log above says why)")
+        return 1
     return 0

@@ -60,7 +60,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.bench_index import generate, postgres_database  # noqa: E402
-from bench.proc import children, memory_mb, wait_idle  # noqa: E402
+from bench.proc import children, descendants, memory_mb, wait_idle  # noqa: E402
 
 HOT = [
     "wgmma",
@@ -160,7 +160,7 @@ def wait_until(url: str, seconds: float, proc: subprocess.Popen) -> None:  # typ
 def stop(proc: subprocess.Popen, port: int | None = None) -> None:  # type: ignore[type-arg]
     """Stop a server and its workers, then wait until its port is free (a worker still holding the socket made the
     next server's start fail with uvicorn's exit 3 on the loaded machine)."""
-    workers = children(proc.pid)
+    workers = descendants(proc.pid)  # the zygote and its workers (uvicorn's workers, for a --baseline before it)
     proc.send_signal(signal.SIGINT)
     try:
         proc.wait(timeout=15)
@@ -237,9 +237,18 @@ def memory(proc: subprocess.Popen, base: str, queries: list[str]) -> dict[str, d
 
 
 def resident_memory(proc: subprocess.Popen) -> dict[str, dict[str, float]]:  # type: ignore[type-arg]
-    """Resident memory of the serving process and of each of its workers, now."""
+    """Resident memory of the serving process, of the zygote its workers were forked from (none for a --baseline of
+    uvicorn's spawned workers) and of each of its workers, now."""
     found = {"base": memory_mb(proc.pid)}
-    workers = [p for p in children(proc.pid) if "resource_tracker" not in Path(f"/proc/{p}/cmdline").read_text()]
+    workers = []
+    for pid in children(proc.pid):
+        if "resource_tracker" in Path(f"/proc/{pid}/cmdline").read_text():
+            continue
+        if below := children(pid):  # the zygote (app/serve_workers.py)
+            found["zygote"] = memory_mb(pid)
+            workers += below
+        else:
+            workers.append(pid)
     for n, pid in enumerate(workers):
         found[f"worker {n + 1}"] = memory_mb(pid)
     return found

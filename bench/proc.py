@@ -9,14 +9,11 @@ from pathlib import Path
 
 
 def cpu_seconds(pid: int) -> float:
-    """CPU seconds used by a process and its live children (the workers of `serve --workers`), from /proc."""
+    """CPU seconds used by a process and every live process below it (the zygote of `serve --workers` and its
+    workers), from /proc."""
     total = 0.0
     tick = os.sysconf("SC_CLK_TCK")
-    pids = [pid]
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    if children.exists():
-        pids += [int(p) for p in children.read_text().split()]
-    for p in pids:
+    for p in [pid, *descendants(pid)]:
         try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
@@ -78,7 +75,8 @@ def _own_cpu(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid`: children, grandchildren (the workers `serve --workers`' zygote forked), …"""
     found, stack = [], [pid]
     while stack:
         kids = children(stack.pop())
@@ -129,7 +127,7 @@ def run_with_cpu(
         while proc.poll() is None:
             if time.perf_counter() - started > timeout:
                 raise subprocess.TimeoutExpired(command, timeout)
-            for pid in _descendants(proc.pid):
+            for pid in descendants(proc.pid):
                 cpu = _own_cpu(pid)
                 if cpu is not None:
                     seen[pid] = max(cpu, seen.get(pid, 0.0))

@@ -32,8 +32,9 @@ APP_FLOORS: tuple[tuple[str, ...], ...] = (
     ("app.api",),  # 9: the JSON API (borrows app.agents.budget for token-budgeted search)
     ("app.tryrun",),  # 10: try runs: tokens, quotas, stored results, their API, editor and MCP tools (issue 27)
     ("app.main",),  # 11: the app factory
-    ("app.serve",),  # 12: `kernelwiki serve` (uvicorn, workers)
-    ("app.cli",),  # 13: the `kernelwiki` command line
+    ("app.serve_workers",),  # 12: the workers of `serve --workers N`, forked from a supervisor that imported the app
+    ("app.serve",),  # 13: `kernelwiki serve` (uvicorn, workers)
+    ("app.cli",),  # 14: the `kernelwiki` command line
 )
 """app/ from the ground up, read from the real import graph: a unit (a package, or a module at app/'s top) may import
 the units on floors below its own, never one on its own floor or above. A new module of app/ gets a floor here."""

@@ -194,7 +194,7 @@ def serve(
         typer.Option(
             min=1,
             max=64,
-            help="uvicorn worker processes for multi-core hosts; they open the index read-only while this process indexes",
+            help="worker processes for multi-core hosts, forked from one that has imported the app; they open the index read-only while this process indexes",
         ),
     ] = 1,
     try_runs: Annotated[

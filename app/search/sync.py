@@ -270,9 +270,11 @@ class SyncedIndex:
         A reindex made by this process syncs at once; one made by another process
         (a CLI `kernelwiki index`, the supervisor of `serve --workers`) is seen
         within `refresh_s`, like a search engine's refresh interval. While this
-        process reindexes, every search asks (its SQL commit may land at any time).
+        process reindexes, every search asks (its SQL commit may land at any time), and so does every search until a
+        generation is open: a fresh worker's warm-up may be syncing for the first time (`_checked` set, nothing open
+        yet), and a search that skipped the sync then answered from the empty index (total 0).
         """
-        return self._writers > 0 or time.monotonic() - self._checked >= self.refresh_s
+        return self.generation is None or self._writers > 0 or time.monotonic() - self._checked >= self.refresh_s
 
     @contextmanager
     def writing(self) -> Iterator[None]:

@@ -40,6 +40,16 @@ class Segment:
     snippet_id: str | None = None
 
 
+def compile_lexers() -> None:
+    """Import the lexers of the languages the wiki's blocks use, and compile their rules (pygments does both on a
+    lexer's first use): `serve --workers N`' zygote calls this once before it forks, so the workers share them."""
+    for name in ("cuda", "cpp", "c", "ptx", "python", "bash"):
+        try:
+            highlight("", get_lexer_by_name(name), _FORMATTER)
+        except ClassNotFound:
+            continue
+
+
 def highlight_code(code: str, lang: str, cache: LRU[str]) -> str:
     """Highlighted HTML of a code block (escaped plain text for unknown languages)."""
 

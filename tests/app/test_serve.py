@@ -49,7 +49,7 @@ More text so the page has a second section: {word} {word}.
 class Served:
     """`kernelwiki serve …` in its own process, output captured to files."""
 
-    def __init__(self, cwd: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, cwd: Path, *args: str, env: dict[str, str] | None = None, own_group: bool = False) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.out, self.err = cwd / "serve.out", cwd / "serve.err"
@@ -57,7 +57,12 @@ class Served:
         full_env.pop("KERNELWIKI_WIKI", None)
         with self.out.open("w") as out, self.err.open("w") as err:  # the server writes to its own copies
             self.proc = subprocess.Popen(
-                [KERNELWIKI, "serve", "--port", str(self.port), *args], cwd=cwd, env=full_env, stdout=out, stderr=err
+                [KERNELWIKI, "serve", "--port", str(self.port), *args],
+                cwd=cwd,
+                env=full_env,
+                stdout=out,
+                stderr=err,
+                start_new_session=own_group,  # a process group of its own, as a terminal's Ctrl-C reaches it
             )
 
     def listening(self, timeout: float = 30) -> bool:
@@ -330,11 +335,7 @@ def test_several_workers_serve_read_only_and_still_take_posted_evidence(site: Pa
         with httpx.Client(base_url=server.url) as client:
             for _ in range(20):
                 assert client.get("/api/search", params={"q": "tma"}).status_code == 200
-            workers = [
-                int(p)
-                for p in subprocess.run(["pgrep", "-P", str(server.proc.pid)], capture_output=True, text=True).stdout.split()
-            ]
-            opened = {pid: _index_fds(pid, db) for pid in workers}
+            opened = {pid: _index_fds(pid, db) for pid in _descendants(server.proc.pid)}  # the workers and the zygote
             assert any(opened.values()), opened  # the workers that answered hold the index open …
             assert all(flags & 3 == os.O_RDONLY for fds in opened.values() for flags in fds), opened  # … read-only
             record = tma_record(record_id="w-1")
@@ -397,8 +398,7 @@ def test_workers_share_one_on_disk_full_text_index_and_both_follow_a_reindex(sit
             """Each worker's mapped generations, once two workers map one and a search for `word` finds it."""
             if httpx.get(server.url + "/api/search", params={"q": word}, timeout=10).json()["total"] == 0:
                 return None
-            children = subprocess.run(["pgrep", "-P", str(server.proc.pid)], capture_output=True, text=True).stdout.split()
-            found = {int(p): _generations(int(p), search_dir) for p in children}
+            found = {p: _generations(p, search_dir) for p in _descendants(server.proc.pid)}
             found = {pid: g for pid, g in found.items() if g}
             current = json.loads((search_dir / "CURRENT").read_text())["folder"]
             return found if len(found) == 2 and all(g == {current} for g in found.values()) else None
@@ -563,12 +563,129 @@ def test_kill_9_of_serve_with_workers_leaves_no_helper_process(site: Path) -> No
     server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--workers", "2")
     helpers: set[int] = set()
     try:
-        assert server.listening(120), server.stderr()  # fresh workers import the app: slow on a busy 2-core host
+        assert server.listening(120), server.stderr()
         server.wait_ok()
-        # the 2 workers and multiprocessing's resource tracker
+        # the zygote and its 2 workers
         helpers = _until(30, lambda: d if len(d := _descendants(server.proc.pid)) >= 3 else None)
     finally:
         _killed_leaves_nothing(server.proc, helpers | _descendants(server.proc.pid))
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _ppid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _private_mb(pid: int) -> float:
+    """Memory only process `pid` holds (Private_Clean + Private_Dirty of /proc/<pid>/smaps_rollup), in MB."""
+    fields = dict(line.split()[:2] for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:])
+    return (int(fields["Private_Clean:"]) + int(fields["Private_Dirty:"])) / 1024
+
+
+def _zygote_and_workers(server: Served, count: int) -> tuple[int, list[int]]:
+    """The zygote `serve --workers N` forked and the `count` workers it forked, once they are all up."""
+
+    def found() -> tuple[int, list[int]] | None:
+        below = _children(server.proc.pid)
+        if len(below) != 1:
+            return None
+        workers = [w for w in _children(below[0]) if _alive(w)]
+        return (below[0], workers) if len(workers) == count else None
+
+    return _until(30, found)
+
+
+SPAWNED_WORKER_MB = 100
+"""A worker spawned as a fresh interpreter (uvicorn's supervisor, before the zygote) held ~100 MB of its own on the
+fixture wiki: Python, FastAPI and the app imported by itself (docs/benchmarks.md)."""
+
+
+def test_workers_are_forked_by_a_single_threaded_zygote_and_share_its_memory(site: Path) -> None:
+    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--workers", "2")
+    try:
+        assert server.listening(120), server.stderr()
+        server.wait_ok()
+        zygote, workers = _zygote_and_workers(server, 2)
+        assert _ppid(zygote) == server.proc.pid and all(_ppid(w) == zygote for w in workers)
+        assert len(list(Path(f"/proc/{zygote}/task").iterdir())) == 1  # forking a process with threads is unsafe
+        held = [os.readlink(fd) for fd in Path(f"/proc/{zygote}/fd").iterdir() if int(fd.name) > 2]
+        # the listener, the workers' ping sockets, its wake-up pair, pidfds: nothing of the index is shared
+        assert all(h.startswith("socket:") or h == "anon_inode:[pidfd]" for h in held), held
+        for n in range(40):  # a connection each: the kernel spreads them over both workers
+            assert httpx.get(server.url + "/api/search", params={"q": f"tma {n}"}).status_code == 200
+            assert httpx.get(server.url + ("/pages/hw-tma" if n % 2 else "/")).status_code == 200
+        private = {w: _private_mb(w) for w in workers}
+        print(f"private MB per worker after 80 requests: {private}; the zygote: {_private_mb(zygote):.1f}")
+        assert all(mb < 0.7 * SPAWNED_WORKER_MB for mb in private.values()), private
+    finally:
+        assert server.stop() < 5
+
+
+def test_a_worker_killed_with_sigkill_is_replaced_and_the_port_keeps_answering(site: Path) -> None:
+    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--workers", "2")
+    try:
+        assert server.listening(120), server.stderr()
+        server.wait_ok()
+        zygote, first = _zygote_and_workers(server, 2)
+        for victim in first:  # both, one after the other: at the end only replacements serve
+            os.kill(victim, signal.SIGKILL)
+            assert httpx.get(server.url + "/api/search", params={"q": "tma"}).status_code == 200  # the other answers
+            _until(30, lambda v=victim: v not in _children(zygote) and len(_zygote_and_workers(server, 2)[1]) == 2)
+        zygote_now, now = _zygote_and_workers(server, 2)
+        assert zygote_now == zygote and not set(now) & set(first)
+        for _ in range(10):
+            answer = httpx.get(server.url + "/api/search", params={"q": "tma"})
+            assert answer.json()["total"] > 0, (answer.text[:500], server.stderr()[-3000:])
+        assert server.health().json()["status"] == "ok"
+        assert "ended (killed by signal 9)" in server.stderr()
+    finally:
+        assert server.stop() < 5
+
+
+def test_ctrl_c_reaching_every_process_stops_the_workers_gracefully(site: Path) -> None:
+    """One Ctrl-C: SIGINT to serve, the zygote and the workers at once (serve passes it on as SIGTERM too)."""
+    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--workers", "2", own_group=True)
+    try:
+        assert server.listening(120), server.stderr()
+        server.wait_ok()
+        _zygote_and_workers(server, 2)
+        started = time.monotonic()
+        os.killpg(server.proc.pid, signal.SIGINT)
+        assert server.proc.wait(10) == 0 and time.monotonic() - started < 5
+        err = server.stderr()
+        assert err.count("Application shutdown complete") == 2 and "killed" not in err, err[-3000:]
+    finally:
+        server.stop()
+
+
+def test_serves_command_line_settings_reach_every_worker(site: Path) -> None:
+    """`--try` is a flag of `serve`, not a variable the workers could read: each worker serves the editor."""
+    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--workers", "2", "--try")
+    try:
+        assert server.listening(120), server.stderr()
+        server.wait_ok()
+        _zygote_and_workers(server, 2)
+        answers = {httpx.get(server.url + "/try").status_code for _ in range(20)}  # a connection each: both workers
+        assert answers == {200}, answers
+    finally:
+        assert server.stop() < 5
+
+
+def test_kill_9_of_the_zygote_stops_serve_with_an_error_and_leaves_no_worker(site: Path) -> None:
+    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--workers", "2")
+    try:
+        assert server.listening(120), server.stderr()
+        server.wait_ok()
+        zygote, workers = _zygote_and_workers(server, 2)
+        os.kill(zygote, signal.SIGKILL)
+        assert server.proc.wait(10) == 1
+        assert "error: the workers stopped" in server.stderr()
+        _until(10, lambda: not any(_alive(w) for w in workers))
+    finally:
+        server.stop()
 
 
 def test_kill_9_of_index_mid_parse_leaves_no_helper_process(site: Path) -> None:
