@@ -122,11 +122,13 @@ class IndexKeeper:
         store: Store,
         status: IndexStatus,
         on_changed_snippets: Callable[[list[str]], None] | None = None,
+        on_indexed: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.status = status
         self.on_changed_snippets = on_changed_snippets
+        self.on_indexed = on_indexed  # after the first index and each reindex that changed pages (never fatal)
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self.run, name="kernelwiki-index", daemon=True)
 
@@ -159,7 +161,7 @@ class IndexKeeper:
         wiki = self.settings.wiki
         self.status.update(state="indexing", phase="finding pages", files_total=count_pages(wiki) if wiki.is_dir() else 0)
         self.status.update(phase=f"indexing {self.status.files_total} files")
-        self.reindex()
+        self.reindex(first=True)
         self.status.update(phase="loading committed evidence")
         loaded = self.store.evidence.load_dir(self.settings.evidence)
         for e in loaded.errors:
@@ -181,7 +183,7 @@ class IndexKeeper:
             self.status.update(stale=line)
         return True
 
-    def reindex(self) -> None:
+    def reindex(self, first: bool = False) -> None:
         if self.wiki_missing():
             return
         try:
@@ -195,6 +197,11 @@ class IndexKeeper:
         if self.on_changed_snippets is not None and report.changed_snippets:
             self.on_changed_snippets(report.changed_snippets)
         changed = len(report.added) + len(report.updated) + len(report.removed)
+        if self.on_indexed is not None and (first or changed):
+            try:
+                self.on_indexed()
+            except Exception:  # noqa: BLE001 - what follows an index is an optimisation: the index stands
+                log.warning("after indexing: %s failed", getattr(self.on_indexed, "__name__", "a step"), exc_info=True)
         if changed:
             log.info(
                 "reindexed %s: %d added, %d updated, %d removed in %.2fs",

@@ -62,16 +62,25 @@ def _cached(request: Request, conn: Connection, key: Hashable, render: Callable[
 @router.head("/llms.txt", include_in_schema=False)
 def get_llms_txt(request: Request, pages: PagesDep, conn: ConnDep) -> Response:
     """Rendered once per index generation; `If-None-Match` with the ETag answers 304."""
-    return _cached(request, conn, ("llms.txt", index_generation(conn)), lambda origin: llms_txt(pages, origin))
+    return _cached(request, conn, _llms_txt_key(conn), lambda origin: llms_txt(pages, origin))
 
 
 def warm_llms_txt(app: Any) -> None:
     """Render /llms.txt for the index as it is now, the way its route would (the start-up warm-up, app/main.py):
     at 10,000 pages the first request after a start paid 110-290 ms for it."""
     store = app.state.store
-    documents: RenderedDocuments = app.state.agent_documents
     with store.engine.connect() as conn:
-        documents.get(conn, ("llms.txt", index_generation(conn)), lambda origin: llms_txt(store.pages, origin))
+        llms_txt_of(store, app.state.agent_documents, conn)
+
+
+def llms_txt_of(store: Any, documents: RenderedDocuments, conn: Connection) -> None:
+    """/llms.txt of the generation behind `conn` in `documents` (rendered unless a process has it already)."""
+    documents.get(conn, _llms_txt_key(conn), lambda origin: llms_txt(store.pages, origin))
+
+
+def _llms_txt_key(conn: Connection) -> tuple[str, int | None]:
+    """/llms.txt's version: the index generation (it lists pages; evidence does not show in it)."""
+    return ("llms.txt", index_generation(conn))
 
 
 @router.get("/llms-full.txt", response_class=PlainTextResponse, summary="every page's Markdown in one file")

@@ -90,3 +90,32 @@ def test_an_index_without_an_instance_number_keeps_its_documents_to_the_process(
     with engine.connect() as conn:
         rendered = documents.get(conn, ("llms.txt", 1), _rendering("body", []))
     assert not folder.exists() and rendered.path.parent != folder and "body" in rendered.text(ORIGIN)
+
+
+def test_the_indexer_renders_llms_txt_of_each_generation_it_makes_so_no_worker_has_to(
+    settings, tmp_path: Path  # type: ignore[no-untyped-def]
+) -> None:
+    """`serve`'s index keeper renders /llms.txt after its first index and after a reindex that changed pages."""
+    from app.agents.cache import documents_dir
+    from app.agents.documents import llms_txt
+    from app.index.db import index_generation
+    from app.main import keeper_for, open_store
+    from app.watch import IndexStatus
+
+    settings = settings.model_copy(update={"search_dir": tmp_path / "search"})
+    store = open_store(settings)
+    try:
+        keeper_for(settings, store, IndexStatus()).run()  # the first index (no watching: it returns)
+        worker = RenderedDocuments(lambda: documents_dir(store.search_engine.directory))  # a worker's, say
+        with store.engine.connect() as conn:
+            key = ("llms.txt", index_generation(conn))
+            found = worker.get(conn, key, lambda origin: llms_txt(store.pages, origin))
+            assert worker.renderings == 0 and "/pages/hw-tma.md" in found.text("http://w")
+            (settings.wiki / "new-page.md").write_text("---\nid: new-page\ntitle: A new page\ntype: technique\n---\nText.\n")
+        keeper_for(settings, store, IndexStatus()).reindex()
+        with store.engine.connect() as conn:
+            key = ("llms.txt", index_generation(conn))
+            found = worker.get(conn, key, lambda origin: llms_txt(store.pages, origin))
+        assert worker.renderings == 0 and "/pages/new-page.md" in found.text("http://w")
+    finally:
+        store.engine.dispose()
