@@ -6,7 +6,8 @@ from typing import Any
 from urllib.parse import parse_qs
 
 
-def test_pages_are_paged_with_exact_total_and_next(live: Any) -> None:
+def test_pages_are_paged_with_exact_total_and_next(shared_live: Any) -> None:
+    live = shared_live  # reads only: one server per backend for the module
     whole = live.get("/api/pages", params={"limit": 200}).json()
     assert whole["total"] == len(whole["pages"]) and whole["next"] is None
     first = live.get("/api/pages", params={"limit": 2}).json()
@@ -17,7 +18,8 @@ def test_pages_are_paged_with_exact_total_and_next(live: Any) -> None:
     assert whole["facets"]["type"]["hardware"] == 3 and sum(whole["facets"]["type"].values()) == whole["total"]
 
 
-def test_page_facets_count_the_filtered_pages(live: Any) -> None:
+def test_page_facets_count_the_filtered_pages(shared_live: Any) -> None:
+    live = shared_live  # reads only: one server per backend for the module
     body = live.get("/api/pages", params={"arch": "sm90"}).json()
     assert body["total"] == len(body["pages"]) >= 1
     assert body["facets"]["arch"]["sm90"] == body["total"]
@@ -41,7 +43,8 @@ def test_snippets_are_a_window_with_total_and_next(live: Any, wiki_dir: Any) -> 
     assert live.get("/api/snippets", params={"status": "pass", "page": "many"}).json()["total"] == 0
 
 
-def test_graph_is_the_most_linked_pages_or_a_neighbourhood(live: Any) -> None:
+def test_graph_is_the_most_linked_pages_or_a_neighbourhood(shared_live: Any) -> None:
+    live = shared_live  # reads only: one server per backend for the module
     top = live.get("/api/graph", params={"limit": 2}).json()
     assert len(top["nodes"]) == 2 and top["total_nodes"] == 4
     degrees = [n["degree"] for n in top["nodes"]]
