@@ -317,8 +317,16 @@ def live(settings):  # type: ignore[no-untyped-def]
             yield client
 
 
+@pytest.fixture(scope="module")
+def shared_wiki_source() -> Path:
+    """The wiki `shared_live` copies and serves: the fixture wiki, unless a module overrides this fixture."""
+    return FIXTURE_WIKI
+
+
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def shared_live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def shared_live(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, shared_wiki_source: Path
+) -> Iterator[Any]:
     """`live`, once per backend (and xdist worker) for a module's tests that only read or are refused (hostile queries,
     malformed posts, the search route's answers): one server start and one index of the fixture wiki instead of one
     per test. A test that damaged the index, or stored what it should have refused, shows in the tests after it."""
@@ -328,7 +336,7 @@ def shared_live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     from app.settings import Settings
 
     folder = tmp_path_factory.mktemp("shared-live")
-    shutil.copytree(FIXTURE_WIKI, folder / "wiki")
+    shutil.copytree(shared_wiki_source, folder / "wiki")
     (folder / "evidence").mkdir()
     with module_database(request, folder) as url:
         settings = Settings(wiki=folder / "wiki", db=url, evidence=folder / "evidence", runner_token="test-runner-token")
