@@ -250,8 +250,8 @@ def module_database(request: pytest.FixtureRequest, folder: Path) -> Iterator[st
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def shared_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    """`store`, once per backend for a module's tests that only read (the hostile strings: 33 cases each), instead of
-    a schema and an index per case. A case that damaged the index would fail the cases after it too."""
+    """`store`, once per backend for a module's tests that only read (the hostile strings, the read-only searches and
+    lookups), instead of a schema and an index per test. A test that damaged the index would fail the tests after it."""
     from app.store import Store
 
     folder = tmp_path_factory.mktemp("shared-store")
