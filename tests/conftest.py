@@ -8,7 +8,9 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -225,35 +227,43 @@ def store(db_url: str, wiki_dir: Path):  # type: ignore[no-untyped-def]
     s.engine.dispose()
 
 
+@contextmanager
+def module_database(request: pytest.FixtureRequest, folder: Path) -> Iterator[str]:
+    """The index URL of a module-scoped fixture, per its backend param: SQLite in `folder`, or a pooled PostgreSQL
+    database that is wiped and given back (with its full-text folder removed) when the module is done."""
+    from app.search import search_dir_for
+
+    if request.param == "sqlite":
+        yield f"sqlite:///{folder / 'index.db'}"
+        return
+    pool: PostgresDatabases = request.getfixturevalue("postgres_databases")
+    name = pool.take()
+    url = pool.url(name)
+    try:
+        yield url
+    finally:
+        pool.give_back(name)
+        search_dir = search_dir_for(url)
+        if search_dir is not None:
+            shutil.rmtree(search_dir, ignore_errors=True)
+
+
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def shared_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    """`store`, once per backend for a module's tests that only read (the hostile strings: 33 cases each), instead of
-    a schema and an index per case. A case that damaged the index would fail the cases after it too."""
-    from app.search import search_dir_for
+    """`store`, once per backend for a module's tests that only read (the hostile strings, the read-only searches and
+    lookups), instead of a schema and an index per test. A test that damaged the index would fail the tests after it."""
     from app.store import Store
 
     folder = tmp_path_factory.mktemp("shared-store")
     shutil.copytree(FIXTURE_WIKI, folder / "wiki")
-    pool: PostgresDatabases | None = None
-    name = ""
-    if request.param == "sqlite":
-        url = f"sqlite:///{folder / 'index.db'}"
-    else:
-        pool = request.getfixturevalue("postgres_databases")
-        name = pool.take()
-        url = pool.url(name)
-    s = Store(url)
-    try:
-        s.create_schema()
-        s.reindex(folder / "wiki")
-        yield s
-    finally:
-        s.engine.dispose()
-        if pool is not None:
-            pool.give_back(name)
-            search_dir = search_dir_for(url)
-            if search_dir is not None:
-                shutil.rmtree(search_dir, ignore_errors=True)
+    with module_database(request, folder) as url:
+        s = Store(url)
+        try:
+            s.create_schema()
+            s.reindex(folder / "wiki")
+            yield s
+        finally:
+            s.engine.dispose()
 
 
 class LiveServer:
@@ -303,5 +313,33 @@ def live(settings):  # type: ignore[no-untyped-def]
 
     with LiveServer(create_app(settings)) as server:
         with httpx.Client(base_url=server.url, timeout=30) as client:
+            client.server = server  # type: ignore[attr-defined]
+            yield client
+
+
+@pytest.fixture(scope="module")
+def shared_wiki_source() -> Path:
+    """The wiki `shared_live` copies and serves: the fixture wiki, unless a module overrides this fixture."""
+    return FIXTURE_WIKI
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def shared_live(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, shared_wiki_source: Path
+) -> Iterator[Any]:
+    """`live`, once per backend (and xdist worker) for a module's tests that only read or are refused (hostile queries,
+    malformed posts, the search route's answers): one server start and one index of the fixture wiki instead of one
+    per test. A test that damaged the index, or stored what it should have refused, shows in the tests after it."""
+    import httpx
+
+    from app.main import create_app
+    from app.settings import Settings
+
+    folder = tmp_path_factory.mktemp("shared-live")
+    shutil.copytree(shared_wiki_source, folder / "wiki")
+    (folder / "evidence").mkdir()
+    with module_database(request, folder) as url:
+        settings = Settings(wiki=folder / "wiki", db=url, evidence=folder / "evidence", runner_token="test-runner-token")
+        with LiveServer(create_app(settings)) as server, httpx.Client(base_url=server.url, timeout=30) as client:
             client.server = server  # type: ignore[attr-defined]
             yield client

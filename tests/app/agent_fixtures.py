@@ -6,6 +6,7 @@ a temporary index; they exercise how evidence is shown, not what a GPU did.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import LiveServer
+from tests.conftest import FIXTURE_WIKI, LiveServer, module_database
 
 AGENT_PAGE = (
     """---
@@ -109,6 +110,39 @@ def agent_live(settings) -> Iterator[httpx.Client]:  # type: ignore[no-untyped-d
 
     store = prepared_store(settings)
     with LiveServer(create_app(settings, store=store)) as server:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            client.server = server  # type: ignore[attr-defined]
+            yield client
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def shared_agent_settings(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """`settings` for a module's shared agent store and server: a copy of the fixture wiki, once per backend."""
+    from app.settings import Settings
+
+    folder = tmp_path_factory.mktemp("shared-agent")
+    shutil.copytree(FIXTURE_WIKI, folder / "wiki")
+    (folder / "evidence").mkdir()
+    with module_database(request, folder) as url:
+        yield Settings(wiki=folder / "wiki", db=url, evidence=folder / "evidence", runner_token="test-runner-token")
+
+
+@pytest.fixture(scope="module")
+def shared_agent_store(shared_agent_settings: Any) -> Iterator[Any]:
+    """`prepared_store`, once per backend (and xdist worker) for a module's tests that only read it, instead of a
+    schema, an index and the evidence per test."""
+    store = prepared_store(shared_agent_settings)
+    yield store
+    store.engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def shared_agent_live(shared_agent_settings: Any, shared_agent_store: Any) -> Iterator[httpx.Client]:
+    """`agent_live` over `shared_agent_store`, once per backend for a module's tests that only read (a test that
+    counts renderings or adds evidence takes `agent_live`)."""
+    from app.main import create_app
+
+    with LiveServer(create_app(shared_agent_settings, store=shared_agent_store)) as server:
         with httpx.Client(base_url=server.url, timeout=30) as client:
             client.server = server  # type: ignore[attr-defined]
             yield client

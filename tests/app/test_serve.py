@@ -280,34 +280,59 @@ def test_a_damaged_index_is_one_line_with_the_fix_and_rebuild_keeps_posted_evide
         assert "kernelwiki index --rebuild" in lines[0] and "serving" not in result.stdout
 
 
-def test_watch_reflects_added_changed_and_deleted_pages_within_2s(site: Path) -> None:
+def _edits_are_reflected_within_2s(server: Served, site: Path) -> None:
+    def within(seconds: float, check: Any) -> float:
+        started = time.monotonic()
+        while time.monotonic() - started < seconds:
+            if check():
+                return time.monotonic() - started
+            time.sleep(0.05)
+        raise AssertionError(f"not reflected within {seconds}s")
+
+    page = site / "wiki" / "live-page.md"
+    page.write_text(PAGE.format(id="live-page", title="Live page", word="zebrafish", n=1))
+    within(
+        2.0,
+        lambda: any(
+            r["id"] == "live-page" for r in httpx.get(server.url + "/api/search", params={"q": "zebrafish"}).json()["results"]
+        ),
+    )
+    page.write_text(PAGE.format(id="live-page", title="Renamed live page", word="okapi", n=2))
+    within(2.0, lambda: "Renamed live page" in httpx.get(server.url + "/pages/live-page").text)
+    assert httpx.get(server.url + "/api/search", params={"q": "okapi"}).json()["results"][0]["id"] == "live-page"
+    page.unlink()
+    within(2.0, lambda: httpx.get(server.url + "/pages/live-page").status_code == 404)
+    assert httpx.get(server.url + "/api/search", params={"q": "okapi"}).json()["total"] == 0
+
+
+def _a_moved_away_wiki_keeps_the_last_index_and_health_says_degraded_until_it_is_back(server: Served, site: Path) -> None:
+    pages = server.wait_ok()["pages"]
+    (site / "wiki").rename(site / "wiki.away")
+    health = _until(10, lambda: (h := server.health()).json()["status"] == "degraded" and h)
+    body = health.json()
+    assert health.status_code == 200 and body["stale"] is True  # the index still answers: not a 503
+    assert f"{site / 'wiki'}: error: the wiki folder is missing" in body["problem"] and "last index" in body["problem"]
+    assert body["pages"] == pages
+    assert httpx.get(server.url + "/pages/hw-tma").status_code == 200
+    assert httpx.get(server.url + "/api/search", params={"q": "tma"}).json()["total"] > 0
+    (site / "wiki.away").rename(site / "wiki")
+    assert _until(10, lambda: server.health().json()["status"] == "ok")
+    (site / "wiki" / "back.md").write_text(PAGE.format(id="back-page", title="Back", word="narwhal", n=1))
+    _until(10, lambda: httpx.get(server.url + "/pages/back-page").status_code == 200)  # watched again
+    assert "the wiki folder is missing" in server.stderr() and "Traceback" not in server.stderr()
+
+
+def test_watch_reflects_added_changed_and_deleted_pages_within_2s_and_a_wiki_moved_away_keeps_the_last_index_until_back(
+    site: Path,
+) -> None:
+    """One `serve --watch` checked both ways (one start instead of two): edits are reflected within 2 s; then the
+    wiki folder moved away keeps the last index, health says degraded until it is back, and it is watched again."""
     server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--watch")
     try:
         assert server.listening(), server.stderr()
         server.wait_ok()
-
-        def within(seconds: float, check: Any) -> float:
-            started = time.monotonic()
-            while time.monotonic() - started < seconds:
-                if check():
-                    return time.monotonic() - started
-                time.sleep(0.05)
-            raise AssertionError(f"not reflected within {seconds}s")
-
-        page = site / "wiki" / "live-page.md"
-        page.write_text(PAGE.format(id="live-page", title="Live page", word="zebrafish", n=1))
-        within(
-            2.0,
-            lambda: any(
-                r["id"] == "live-page" for r in httpx.get(server.url + "/api/search", params={"q": "zebrafish"}).json()["results"]
-            ),
-        )
-        page.write_text(PAGE.format(id="live-page", title="Renamed live page", word="okapi", n=2))
-        within(2.0, lambda: "Renamed live page" in httpx.get(server.url + "/pages/live-page").text)
-        assert httpx.get(server.url + "/api/search", params={"q": "okapi"}).json()["results"][0]["id"] == "live-page"
-        page.unlink()
-        within(2.0, lambda: httpx.get(server.url + "/pages/live-page").status_code == 404)
-        assert httpx.get(server.url + "/api/search", params={"q": "okapi"}).json()["total"] == 0
+        _edits_are_reflected_within_2s(server, site)
+        _a_moved_away_wiki_keeps_the_last_index_and_health_says_degraded_until_it_is_back(server, site)
     finally:
         server.stop()
 
@@ -414,56 +439,7 @@ def test_workers_share_one_on_disk_full_text_index_and_both_follow_a_reindex(sit
         assert server.stop() < 5
 
 
-def test_it_stops_within_5s_while_a_request_is_still_running(served: Served) -> None:
-    served.wait_ok()
-    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as slow:
-        # An authorised upload that never finishes: the request stays in flight.
-        slow.sendall(
-            b"POST /api/evidence HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
-            + TOKEN.encode()
-            + b"\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n["
-        )
-        wait_in_flight(served.port, slow)
-        took = served.stop()
-    assert served.proc.returncode is not None and took < 5, took
-
-
-def test_it_stops_within_5s_while_a_request_waits_on_a_locked_index(served: Served, site: Path) -> None:
-    """A request stuck in a worker thread (here: waiting up to 30 s for SQLite's write lock) does not hold the exit."""
-    served.wait_ok()
-    record = {
-        "record_id": "locked-1",
-        "snippet_id": "hw-tma:1",
-        "page_id": "hw-tma",
-        "target": "sm_90a",
-        "step": "compile",
-        "status": "pass",
-        "content_hash": "abc",
-        "timestamp": "2026-12-01T00:00:00Z",
-    }
-    body = json.dumps([record]).encode()
-    lock = sqlite3.connect(site / "index.db", timeout=5)
-    lock.execute("BEGIN IMMEDIATE")  # another writer holds the index
-    try:
-        with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
-            sock.sendall(
-                b"POST /api/evidence HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
-                + TOKEN.encode()
-                + b"\r\nContent-Type: application/json\r\nContent-Length: "
-                + str(len(body)).encode()
-                + b"\r\n\r\n"
-                + body
-            )
-            wait_in_flight(served.port, sock)  # read whole by the server, unanswered: the insert waits on the lock
-            took = served.stop()
-    finally:
-        lock.rollback()
-        lock.close()
-    assert served.proc.returncode is not None and took < 5, took
-
-
-def test_an_unauthenticated_100_mb_post_is_refused_without_reading_it(served: Served) -> None:
-    served.wait_ok()
+def _an_unauthenticated_100_mb_post_is_refused_without_reading_it(served: Served) -> None:
     status = Path(f"/proc/{served.proc.pid}/status")
 
     def rss_kib() -> int:
@@ -491,6 +467,55 @@ def test_an_unauthenticated_100_mb_post_is_refused_without_reading_it(served: Se
     assert served.health().status_code == 200
 
 
+def test_a_100_mb_post_is_refused_unread_and_it_stops_within_5s_while_an_upload_and_a_locked_index_write_are_running(
+    served: Served, site: Path
+) -> None:
+    """One server checked three ways (one start instead of three): an unauthenticated 100 MB post is refused without
+    reading it; then SIGTERM ends the process within 5 s while an upload that never finishes is in flight and an
+    insert waits in a worker thread (up to 30 s) for SQLite's write lock, which another writer holds."""
+    served.wait_ok()
+    _an_unauthenticated_100_mb_post_is_refused_without_reading_it(served)
+    record = {
+        "record_id": "locked-1",
+        "snippet_id": "hw-tma:1",
+        "page_id": "hw-tma",
+        "target": "sm_90a",
+        "step": "compile",
+        "status": "pass",
+        "content_hash": "abc",
+        "timestamp": "2026-12-01T00:00:00Z",
+    }
+    body = json.dumps([record]).encode()
+    lock = sqlite3.connect(site / "index.db", timeout=5)
+    lock.execute("BEGIN IMMEDIATE")  # another writer holds the index
+    try:
+        with (
+            socket.create_connection(("127.0.0.1", served.port), timeout=10) as slow,
+            socket.create_connection(("127.0.0.1", served.port), timeout=10) as locked,
+        ):
+            # An authorised upload that never finishes: the request stays in flight.
+            slow.sendall(
+                b"POST /api/evidence HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                + TOKEN.encode()
+                + b"\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n["
+            )
+            wait_in_flight(served.port, slow)
+            locked.sendall(
+                b"POST /api/evidence HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                + TOKEN.encode()
+                + b"\r\nContent-Type: application/json\r\nContent-Length: "
+                + str(len(body)).encode()
+                + b"\r\n\r\n"
+                + body
+            )
+            wait_in_flight(served.port, locked)  # read whole by the server, unanswered: the insert waits on the lock
+            took = served.stop()
+    finally:
+        lock.rollback()
+        lock.close()
+    assert served.proc.returncode is not None and took < 5, took
+
+
 def _until(seconds: float, check: Any) -> Any:
     """`check()` once it is truthy, polled until `seconds` have passed."""
     deadline = time.monotonic() + seconds
@@ -500,28 +525,6 @@ def _until(seconds: float, check: Any) -> Any:
             return value
         time.sleep(0.05)
     raise AssertionError(f"not so within {seconds}s")
-
-
-def test_a_wiki_folder_moved_away_keeps_the_last_index_and_health_says_degraded_until_it_is_back(site: Path) -> None:
-    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--watch")
-    try:
-        assert server.listening(), server.stderr()
-        pages = server.wait_ok()["pages"]
-        (site / "wiki").rename(site / "wiki.away")
-        health = _until(10, lambda: (h := server.health()).json()["status"] == "degraded" and h)
-        body = health.json()
-        assert health.status_code == 200 and body["stale"] is True  # the index still answers: not a 503
-        assert f"{site / 'wiki'}: error: the wiki folder is missing" in body["problem"] and "last index" in body["problem"]
-        assert body["pages"] == pages
-        assert httpx.get(server.url + "/pages/hw-tma").status_code == 200
-        assert httpx.get(server.url + "/api/search", params={"q": "tma"}).json()["total"] > 0
-        (site / "wiki.away").rename(site / "wiki")
-        assert _until(10, lambda: server.health().json()["status"] == "ok")
-        (site / "wiki" / "back.md").write_text(PAGE.format(id="back-page", title="Back", word="narwhal", n=1))
-        _until(10, lambda: httpx.get(server.url + "/pages/back-page").status_code == 200)  # watched again
-        assert "the wiki folder is missing" in server.stderr() and "Traceback" not in server.stderr()
-    finally:
-        server.stop()
 
 
 def _descendants(pid: int) -> set[int]:

@@ -9,13 +9,14 @@ backends the shared suite already checks.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import LiveServer
+from tests.conftest import FIXTURE_WIKI, LiveServer
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 CHROMIUM = os.environ.get("KERNELWIKI_CHROMIUM", "/usr/bin/chromium")
@@ -115,6 +116,27 @@ def server(settings: Any, web_wiki: Path) -> Iterator[Any]:
     """The app on a free port; `server.app.state.store` is its index."""
     from app.main import create_app
 
+    app = create_app(settings)
+    with LiveServer(app) as srv:
+        srv.app = app  # type: ignore[attr-defined]
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """`server`, once per module (and xdist worker) for the views tests that only read: one start and one index
+    instead of one per test. A test that adds evidence, edits the wiki or patches the app takes `server`."""
+    from app.main import create_app
+    from app.settings import Settings
+
+    folder = tmp_path_factory.mktemp("shared-web")
+    wiki = Path(shutil.copytree(FIXTURE_WIKI, folder / "wiki"))
+    (wiki / "web-demo.md").write_text(DEMO_PAGE, encoding="utf-8")
+    (wiki / "evil.md").write_text(EVIL_PAGE, encoding="utf-8")
+    (folder / "evidence").mkdir()
+    settings = Settings(
+        wiki=wiki, db=f"sqlite:///{folder / 'index.db'}", evidence=folder / "evidence", runner_token="test-runner-token"
+    )
     app = create_app(settings)
     with LiveServer(app) as srv:
         srv.app = app  # type: ignore[attr-defined]

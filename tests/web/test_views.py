@@ -19,7 +19,15 @@ def client(server: Any) -> Any:
         yield c
 
 
-def test_every_view_answers_html_with_a_strict_csp(client: Any) -> None:
+@pytest.fixture
+def shared_client(shared_server: Any) -> Any:
+    """A client of the module's shared server, for the tests that only read."""
+    with httpx.Client(base_url=shared_server.url, headers=HTML, timeout=30) as c:
+        yield c
+
+
+def test_every_view_answers_html_with_a_strict_csp(shared_client: Any) -> None:
+    client = shared_client  # reads only: one server for the module
     for url in [
         "/",
         "/?arch=sm90",
@@ -41,7 +49,8 @@ def test_every_view_answers_html_with_a_strict_csp(client: Any) -> None:
     assert client.get("/static/style.css").status_code == 200
 
 
-def test_errors_are_friendly_pages_for_browsers_and_json_for_the_api(client: Any) -> None:
+def test_errors_are_friendly_pages_for_browsers_and_json_for_the_api(shared_client: Any) -> None:
+    client = shared_client  # reads only: one server for the module
     r = client.get("/pages/no-such-page")
     assert r.status_code == 404 and "text/html" in r.headers["content-type"]
     assert "There is no page with the id" in r.text and 'action="/search"' in r.text
@@ -54,7 +63,8 @@ def test_errors_are_friendly_pages_for_browsers_and_json_for_the_api(client: Any
     assert plain.json()["error"]["title"] == "Not found"
 
 
-def test_alias_title_and_id_redirect_to_the_page(client: Any) -> None:
+def test_alias_title_and_id_redirect_to_the_page(shared_client: Any) -> None:
+    client = shared_client  # reads only: one server for the module
     for name, page_id in [
         ("TMEM", "hw-tmem"),
         ("cp.async.bulk.tensor", "hw-tma"),
@@ -86,7 +96,8 @@ def test_body_links_to_pages_by_id_or_file_resolve_and_follow_the_wiki(server: A
     assert text.count('href="/pages/later-page"') == 2  # by id and by file
 
 
-def test_page_view_has_toc_panel_highlighting_and_links(client: Any) -> None:
+def test_page_view_has_toc_panel_highlighting_and_links(shared_client: Any) -> None:
+    client = shared_client  # reads only: one server for the module
     text = client.get("/pages/web-demo").text
     assert 'href="#compile-only"' in text and 'id="compile-only"' in text  # table of contents
     assert 'id="snippet-1"' in text and 'id="snippet-3"' in text  # snippet anchors
@@ -129,7 +140,8 @@ def test_page_badges_follow_the_evidence(server: Any, client: Any, snippets: lis
     assert "✓</span> ran on NVIDIA H200" in client.get("/pages/web-demo").text
 
 
-def test_search_view_has_deep_links_highlights_facets_and_did_you_mean(client: Any) -> None:
+def test_search_view_has_deep_links_highlights_facets_and_did_you_mean(shared_client: Any) -> None:
+    client = shared_client  # reads only: one server for the module
     text = client.get("/search", params={"q": "parity"}).text
     assert 'href="/pages/web-demo#parity-waits"' in text and "<mark>parity</mark>" in text.lower()
     assert 'href="/search?q=parity&amp;type=technique"' in text  # a facet link
@@ -156,12 +168,14 @@ def test_dashboard_lists_failures_first_and_filters(server: Any, client: Any, sn
     assert "web-demo" not in by_page
 
 
-def test_graph_is_inline_svg_with_page_links(client: Any) -> None:
+def test_graph_is_inline_svg_with_page_links(shared_client: Any) -> None:
+    client = shared_client  # reads only: one server for the module
     text = client.get("/graph").text
     assert "<svg" in text and 'href="/pages/hw-tma"' in text and 'data-a="hw-tmem"' in text
 
 
-def test_author_text_is_escaped_everywhere(client: Any) -> None:
+def test_author_text_is_escaped_everywhere(shared_client: Any) -> None:
+    client = shared_client  # reads only: one server for the module
     for url in ["/pages/evil", "/", "/search?q=evil", "/evidence", "/graph", "/a/evilalias"]:
         text = client.get(url, follow_redirects=True).text
         body = text.split("<main", 1)[1]
@@ -171,7 +185,8 @@ def test_author_text_is_escaped_everywhere(client: Any) -> None:
         ), url
 
 
-def test_filters_without_words_list_pages_and_tags_filter_home(client: Any) -> None:
+def test_filters_without_words_list_pages_and_tags_filter_home(shared_client: Any) -> None:
+    client = shared_client  # reads only: one server for the module
     listing = client.get("/search", params={"tag": "memory"}).text
     assert (
         "pages match these filters" in listing

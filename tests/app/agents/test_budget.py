@@ -8,7 +8,6 @@ import pytest
 
 from app.agents.budget import approx_tokens, budgeted, render_context
 from app.schemas import SearchPublic, SearchResult, SectionRef
-from tests.app.agent_fixtures import prepared_store
 
 
 def ranked(*hits: tuple[str, str | None]) -> SearchPublic:
@@ -29,18 +28,12 @@ def ranked(*hits: tuple[str, str | None]) -> SearchPublic:
     return SearchPublic(query="q", total=len(results), limit=20, offset=0, results=results, facets={}, took_ms=0.0)
 
 
-@pytest.fixture
-def agent_store(settings):  # type: ignore[no-untyped-def]
-    store = prepared_store(settings)
-    yield store
-    store.engine.dispose()
-
-
 def test_tokens_are_ceil_of_characters_over_four() -> None:
     assert [approx_tokens("x" * n) for n in (0, 1, 4, 5, 8)] == [0, 1, 1, 2, 2]
 
 
-def test_whole_sections_come_first_then_the_start_of_the_best_one_left_over(agent_store) -> None:
+def test_whole_sections_come_first_then_the_start_of_the_best_one_left_over(shared_agent_store) -> None:
+    agent_store = shared_agent_store  # reads only: one prepared store per backend for the module
     result = ranked(("agent-demo", "long-notes"), ("agent-demo", "running-a-program"), ("hw-tma", "pitfalls"))
     everything = budgeted(agent_store.pages, result, 100_000, "http://kw")
     long, short, pitfalls = everything.sections
@@ -58,25 +51,29 @@ def test_whole_sections_come_first_then_the_start_of_the_best_one_left_over(agen
     assert cut.used_tokens == sum(s.tokens for s in cut.sections) <= budget and cut.left_out == 0
 
 
-def test_a_budget_too_small_for_anything_answers_with_nothing(agent_store) -> None:
+def test_a_budget_too_small_for_anything_answers_with_nothing(shared_agent_store) -> None:
+    agent_store = shared_agent_store  # reads only: one prepared store per backend for the module
     context = budgeted(agent_store.pages, ranked(("agent-demo", "long-notes")), 50, "http://kw")
     assert context.sections == [] and context.used_tokens == 0 and context.left_out == 1
 
 
-def test_rendered_answer_never_costs_more_than_counted(agent_store) -> None:
+def test_rendered_answer_never_costs_more_than_counted(shared_agent_store) -> None:
+    agent_store = shared_agent_store  # reads only: one prepared store per backend for the module
     result = ranked(("agent-demo", "running-a-program"), ("hw-tma", "loading-a-tile"), ("agent-demo", "long-notes"))
     for budget in (60, 150, 400, 1200, 5000):
         context = budgeted(agent_store.pages, result, budget, "http://kw")
         assert approx_tokens(render_context(context)) <= context.used_tokens <= budget, budget
 
 
-def test_a_page_matched_by_name_contributes_its_first_section_and_each_section_counts_once(agent_store) -> None:
+def test_a_page_matched_by_name_contributes_its_first_section_and_each_section_counts_once(shared_agent_store) -> None:
+    agent_store = shared_agent_store  # reads only: one prepared store per backend for the module
     context = budgeted(agent_store.pages, ranked(("hw-tma", None), ("hw-tma", None), ("gone", "x")), 5000, "http://kw")
     assert [(s.page_id, s.anchor) for s in context.sections] == [("hw-tma", "")]
     assert context.sections[0].text == "The TMA copies tiles between global and shared memory."
 
 
-def test_code_cut_in_the_middle_is_closed(agent_store) -> None:
+def test_code_cut_in_the_middle_is_closed(shared_agent_store) -> None:
+    agent_store = shared_agent_store  # reads only: one prepared store per backend for the module
     result = ranked(("agent-demo", "running-a-program"))
     whole = budgeted(agent_store.pages, result, 5000, "http://kw").sections[0]
     lines = whole.text.split("\n")
@@ -91,7 +88,8 @@ def test_code_cut_in_the_middle_is_closed(agent_store) -> None:
     pytest.fail("no budget cut the section inside its code block")
 
 
-def test_budget_tokens_on_the_search_api(agent_live) -> None:
+def test_budget_tokens_on_the_search_api(shared_agent_live) -> None:
+    agent_live = shared_agent_live  # reads only: one server per backend for the module
     plain = agent_live.get("/api/search", params={"q": "empty kernel program"}).json()
     assert plain["context"] is None
     body = agent_live.get("/api/search", params={"q": "empty kernel program", "budget_tokens": 2000}).json()
@@ -107,7 +105,8 @@ def test_budget_tokens_on_the_search_api(agent_live) -> None:
 
 
 @pytest.mark.parametrize("value", ["0", "49", "100001", "lots"])
-def test_budget_tokens_out_of_range_is_a_422_naming_the_parameter(agent_live, value: str) -> None:
+def test_budget_tokens_out_of_range_is_a_422_naming_the_parameter(shared_agent_live, value: str) -> None:
+    agent_live = shared_agent_live  # reads only: one server per backend for the module
     response = agent_live.get("/api/search", params={"q": "tma", "budget_tokens": value})
     assert response.status_code == 422
     assert any(d["loc"][-1] == "budget_tokens" for d in response.json()["error"]["detail"])

@@ -17,7 +17,8 @@ def front_matter(markdown: str) -> dict:
     return yaml.safe_load(markdown.split("---\n", 2)[1])
 
 
-def test_llms_txt_follows_the_llmstxt_format_with_a_link_per_page_grouped_by_type(agent_live) -> None:
+def test_llms_txt_follows_the_llmstxt_format_with_a_link_per_page_grouped_by_type(shared_agent_live) -> None:
+    agent_live = shared_agent_live  # reads only: one server per backend for the module
     response = agent_live.get("/llms.txt")
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
     lines = response.text.splitlines()
@@ -46,7 +47,8 @@ def test_llms_txt_follows_the_llmstxt_format_with_a_link_per_page_grouped_by_typ
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/markdown"), match["url"]
 
 
-def test_page_markdown_has_front_matter_facts_hidden_lines_left_out_and_evidence_after_each_snippet(agent_live) -> None:
+def test_page_markdown_has_front_matter_facts_hidden_lines_left_out_and_evidence_after_each_snippet(shared_agent_live) -> None:
+    agent_live = shared_agent_live  # reads only: one server per backend for the module
     response = agent_live.get("/pages/agent-demo.md")
     assert response.status_code == 200 and response.headers["content-type"] == "text/markdown; charset=utf-8"
     text = response.text
@@ -69,13 +71,15 @@ def test_page_markdown_has_front_matter_facts_hidden_lines_left_out_and_evidence
     assert lines[lines.index(program) - 2] == "```"
 
 
-def test_page_markdown_route_leaves_the_html_page_route_alone(agent_live) -> None:
+def test_page_markdown_route_leaves_the_html_page_route_alone(shared_agent_live) -> None:
+    agent_live = shared_agent_live  # reads only: one server per backend for the module
     assert agent_live.get("/pages/hw-tma", headers={"accept": "text/html"}).headers["content-type"].startswith("text/html")
     missing = agent_live.get("/pages/nope.md")
     assert missing.status_code == 404 and missing.json()["error"]["detail"] == "no page with id 'nope'"
 
 
-def test_llms_full_txt_holds_every_page_markdown_without_hidden_lines(agent_live) -> None:
+def test_llms_full_txt_holds_every_page_markdown_without_hidden_lines(shared_agent_live) -> None:
+    agent_live = shared_agent_live  # reads only: one server per backend for the module
     response = agent_live.get("/llms-full.txt")
     assert response.status_code == 200
     text = response.text
@@ -86,7 +90,8 @@ def test_llms_full_txt_holds_every_page_markdown_without_hidden_lines(agent_live
     assert "HIDDEN_SETUP_MACRO" not in text and "hidden_setup_module" not in text
 
 
-def test_hostile_page_ids_never_answer_5xx(agent_live) -> None:
+def test_hostile_page_ids_never_answer_5xx(shared_agent_live) -> None:
+    agent_live = shared_agent_live  # reads only: one server per backend for the module
     for query in HOSTILE:
         response = agent_live.get("/pages/" + quote(query[:300], safe="") + ".md")
         assert response.status_code in (404, 422), (query[:20], response.status_code)

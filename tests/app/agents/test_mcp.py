@@ -15,12 +15,11 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from app.agents.mcp_server import build_server
-from app.main import create_app
 from app.settings import Settings
 from tests.app.agent_fixtures import agent_records, prepared_store, write_agent_page
 from tests.app.evidence_records import tma_record
 from tests.app.hostile_input import HOSTILE
-from tests.conftest import FIXTURE_WIKI, LiveServer
+from tests.conftest import FIXTURE_WIKI
 
 TOOLS = {"search", "get_page", "get_snippet_evidence", "resolve", "get_sass"}  # get_sass: issue 24
 TIMEOUT_S = 60
@@ -145,20 +144,19 @@ def test_stdio_server_spawned_by_the_cli_answers_every_tool(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-def test_http_endpoint_of_the_service_answers_every_tool(settings, mode: str) -> None:  # type: ignore[no-untyped-def]
-    store = prepared_store(settings)
-    with LiveServer(create_app(settings, store=store)) as server:
+def test_http_endpoint_of_the_service_answers_every_tool(shared_agent_live, mode: str) -> None:  # type: ignore[no-untyped-def]
+    server = shared_agent_live.server  # the tools only read: one prepared store and server per backend for the module
 
-        async def conversation() -> None:
-            async with Client(f"{server.url}/mcp", mode=mode) as client:
-                await check_tools(client)
+    async def conversation() -> None:
+        async with Client(f"{server.url}/mcp", mode=mode) as client:
+            await check_tools(client)
 
-        run(conversation)
-        # The rest of the service is unaffected by the mounted endpoint.
-        assert httpx.get(f"{server.url}/api/resolve", params={"name": "tmem"}).json()["id"] == "hw-tmem"
+    run(conversation)
+    # The rest of the service is unaffected by the mounted endpoint.
+    assert httpx.get(f"{server.url}/api/resolve", params={"name": "tmem"}).json()["id"] == "hw-tmem"
 
 
-def test_http_endpoint_refuses_what_is_not_an_mcp_post_from_this_host(settings) -> None:  # type: ignore[no-untyped-def]
+def test_http_endpoint_refuses_what_is_not_an_mcp_post_from_this_host(shared_agent_live) -> None:  # type: ignore[no-untyped-def]
     """GET answers 405 at once (a stateless server pushes nothing); another Host or Origin is refused (DNS rebinding)."""
     initialize = {
         "jsonrpc": "2.0",
@@ -167,14 +165,13 @@ def test_http_endpoint_refuses_what_is_not_an_mcp_post_from_this_host(settings) 
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}},
     }
     accept = {"accept": "application/json, text/event-stream"}
-    with LiveServer(create_app(settings, store=prepared_store(settings))) as server:
-        with httpx.Client(base_url=server.url, timeout=10) as http:
-            get = http.get("/mcp", headers={"accept": "text/event-stream"})
-            assert get.status_code == 405 and get.headers["allow"] == "POST" and get.json()["error"]["status"] == 405
-            ok = http.post("/mcp", json=initialize, headers=accept)
-            assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "kernelwiki"
-            assert http.post("/mcp", json=initialize, headers={**accept, "host": "evil.example"}).status_code == 421
-            assert http.post("/mcp", json=initialize, headers={**accept, "origin": "http://evil.example"}).status_code == 403
+    with httpx.Client(base_url=shared_agent_live.server.url, timeout=10) as http:  # refused or read only: the shared server
+        get = http.get("/mcp", headers={"accept": "text/event-stream"})
+        assert get.status_code == 405 and get.headers["allow"] == "POST" and get.json()["error"]["status"] == 405
+        ok = http.post("/mcp", json=initialize, headers=accept)
+        assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "kernelwiki"
+        assert http.post("/mcp", json=initialize, headers={**accept, "host": "evil.example"}).status_code == 421
+        assert http.post("/mcp", json=initialize, headers={**accept, "origin": "http://evil.example"}).status_code == 403
 
 
 @pytest.mark.parametrize("query", HOSTILE, ids=[repr(q[:20]) for q in HOSTILE])

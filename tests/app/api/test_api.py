@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
 from urllib.parse import quote
 
 import httpx
@@ -12,10 +10,10 @@ import pytest
 
 from tests.app.evidence_records import tma_record
 from tests.app.hostile_input import HOSTILE
-from tests.conftest import FIXTURE_WIKI, LiveServer, PostgresDatabases
 
 
-def test_search_answers_with_the_documented_shape(live) -> None:
+def test_search_answers_with_the_documented_shape(shared_live) -> None:
+    live = shared_live  # reads only: one server per backend for the module
     body = live.get("/api/search", params={"q": "cp.async.bulk"}).json()
     assert set(body) >= {"query", "total", "results", "facets", "did_you_mean", "took_ms"}
     first = body["results"][0]
@@ -24,7 +22,8 @@ def test_search_answers_with_the_documented_shape(live) -> None:
     assert first["architectures"] == ["sm90a", "sm100a"]
 
 
-def test_search_counts_facets_only_when_asked(live) -> None:
+def test_search_counts_facets_only_when_asked(shared_live) -> None:
+    live = shared_live  # reads only: one server per backend for the module
     plain = live.get("/api/search", params={"q": "memory"}).json()
     counted = live.get("/api/search", params={"q": "memory", "facets": "type,arch"}).json()  # not the cached answer
     assert plain["facets"] == {} and set(counted["facets"]) == {"type", "arch"}
@@ -33,13 +32,15 @@ def test_search_counts_facets_only_when_asked(live) -> None:
     assert refused.status_code == 422 and "colour" in refused.text and "facets" in refused.text
 
 
-def test_search_filters_and_paging_over_http(live) -> None:
+def test_search_filters_and_paging_over_http(shared_live) -> None:
+    live = shared_live  # reads only: one server per backend for the module
     body = live.get("/api/search", params={"q": "memory", "arch": "sm90", "limit": 1}).json()
     assert [r["id"] for r in body["results"]] == ["hw-tma"] and body["total"] == 1
     assert live.get("/api/search", params={"q": "x", "limit": 0}).status_code == 422
 
 
-def test_page_has_every_field_rendered_html_links_and_backlinks(live) -> None:
+def test_page_has_every_field_rendered_html_links_and_backlinks(shared_live) -> None:
+    live = shared_live  # reads only: one server per backend for the module
     page = live.get("/api/pages/hw-tma").json()
     assert page["meta"]["reviewed"] == "2026-11-30" and page["meta"]["aliases"] == ["TMA", "UTMALDG", "cp.async.bulk.tensor"]
     assert '<h1 id="loading-a-tile">' in page["html"]
@@ -71,7 +72,8 @@ def test_page_html_escapes_raw_html_and_neutralizes_javascript_links(live, wiki_
     assert 'href="javascript:' not in page["html"] and 'href="https://example.org"' in page["html"]
 
 
-def test_pages_list_resolve_graph_health(live) -> None:
+def test_pages_list_resolve_graph_health(shared_live) -> None:
+    live = shared_live  # reads only: one server per backend for the module
     listing = live.get("/api/pages", params={"type": "hardware"}).json()
     assert listing["total"] == 3 and {p["id"] for p in listing["pages"]} == {"hw-tma", "hw-tmem", "hw-mbarrier"}
     assert live.get("/api/resolve", params={"name": "tmem"}).json()["id"] == "hw-tmem"
@@ -83,7 +85,8 @@ def test_pages_list_resolve_graph_health(live) -> None:
     assert health["status"] == "ok" and health["pages"] == 4
 
 
-def test_errors_share_one_shape(live) -> None:
+def test_errors_share_one_shape(shared_live) -> None:
+    live = shared_live  # reads only: one server per backend for the module
     for path, status in [
         ("/api/pages/nope", 404),
         ("/api/resolve?name=nope", 404),
@@ -96,37 +99,6 @@ def test_errors_share_one_shape(live) -> None:
         assert response.status_code == status, path
         error = response.json()["error"]
         assert error["status"] == status and error["title"] and "detail" in error
-
-
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def shared_live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
-    """One app over real HTTP per backend (and xdist worker) for the hostile queries, as `live` serves it: they only
-    read, so 33 queries × 2 backends no longer start 66 servers and index the wiki 66 times. A query that damaged
-    the index would show as a 5xx in every test after it on the same server."""
-    from app.main import create_app
-    from app.search import search_dir_for
-    from app.settings import Settings
-
-    folder = tmp_path_factory.mktemp("hostile-live")
-    shutil.copytree(FIXTURE_WIKI, folder / "wiki")
-    (folder / "evidence").mkdir()
-    pool: PostgresDatabases | None = None
-    if request.param == "sqlite":
-        name, url = "", f"sqlite:///{folder / 'index.db'}"
-    else:
-        pool = request.getfixturevalue("postgres_databases")
-        name = pool.take()
-        url = pool.url(name)
-    settings = Settings(wiki=folder / "wiki", db=url, evidence=folder / "evidence", runner_token="test-runner-token")
-    try:
-        with LiveServer(create_app(settings)) as server, httpx.Client(base_url=server.url, timeout=30) as client:
-            yield client
-    finally:
-        if pool is not None:
-            pool.give_back(name)
-            search_dir = search_dir_for(url)
-            if search_dir is not None:
-                shutil.rmtree(search_dir, ignore_errors=True)
 
 
 @pytest.mark.parametrize("query", HOSTILE, ids=[repr(q[:20]) for q in HOSTILE])

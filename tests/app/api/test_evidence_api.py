@@ -37,8 +37,9 @@ def test_only_a_bearer_token_is_accepted(live) -> None:
     assert live.post("/api/evidence", json=[rec()], headers=AUTH).json()["inserted"] == 1
 
 
-def test_the_token_is_checked_before_the_body_is_read(live) -> None:
+def test_the_token_is_checked_before_the_body_is_read(shared_live) -> None:
     """An unauthenticated client declaring 100 MB is answered 401 after sending a few bytes of it."""
+    live = shared_live  # refused or read only: one server per backend for the module
     answer = raw_post(live, b"Content-Length: 104857600\r\n", b"[" * 1000)
     assert answer.startswith(b"HTTP/1.1 401"), answer[:100]
 
@@ -51,7 +52,8 @@ def raw_post(live: Any, head: bytes, body: bytes) -> bytes:
         return sock.recv(4096)
 
 
-def test_a_body_over_the_cap_is_refused_while_it_streams(live) -> None:
+def test_a_body_over_the_cap_is_refused_while_it_streams(shared_live) -> None:
+    live = shared_live  # refused or read only: one server per backend for the module
     declared = raw_post(live, b"Authorization: Bearer test-runner-token\r\nContent-Length: 9437184\r\n", b"[")
     assert declared.startswith(b"HTTP/1.1 413")  # the declared length alone is enough
 
@@ -78,7 +80,8 @@ def test_a_body_over_the_cap_is_refused_while_it_streams(live) -> None:
         ({"duration_s": -1}, "duration_s"),
     ],
 )
-def test_malformed_records_are_refused_whole_with_the_field_named(live, change: dict[str, Any], named: str) -> None:
+def test_malformed_records_are_refused_whole_with_the_field_named(shared_live, change: dict[str, Any], named: str) -> None:
+    live = shared_live  # refused or read only: one server per backend for the module
     response = live.post(
         "/api/evidence",
         json=[rec(record_id="good"), rec(record_id="bad", **change)]
@@ -90,7 +93,8 @@ def test_malformed_records_are_refused_whole_with_the_field_named(live, change: 
     assert live.get("/api/snippets/hw-tma:1/evidence").json()["records"] == []  # nothing of the post was stored
 
 
-def test_unknown_snippets_and_wrong_pages_are_refused_by_name(live) -> None:
+def test_unknown_snippets_and_wrong_pages_are_refused_by_name(shared_live) -> None:
+    live = shared_live  # refused or read only: one server per backend for the module
     response = live.post(
         "/api/evidence", json=[rec(snippet_id="nope:7", page_id="nope"), rec(record_id="r2", page_id="hw-tmem")], headers=AUTH
     )
@@ -158,7 +162,8 @@ def test_records_are_ordered_by_parsed_time_and_the_receive_time_is_kept(live) -
     assert [r["record_id"] for r in exported] == ["early", "late"] and all(r["received_at"].startswith("20") for r in exported)
 
 
-def test_the_openapi_schema_shows_the_record_model_and_the_bearer_scheme(live) -> None:
+def test_the_openapi_schema_shows_the_record_model_and_the_bearer_scheme(shared_live) -> None:
+    live = shared_live  # refused or read only: one server per backend for the module
     spec = live.get("/openapi.json").json()
     post = spec["paths"]["/api/evidence"]["post"]
     schema = post["requestBody"]["content"]["application/json"]["schema"]
@@ -179,7 +184,8 @@ def test_the_openapi_schema_shows_the_record_model_and_the_bearer_scheme(live) -
     assert post["security"] == [{"HTTPBearer": []}] and spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
 
 
-def test_the_documented_error_shape_is_the_one_the_service_answers(live) -> None:
+def test_the_documented_error_shape_is_the_one_the_service_answers(shared_live) -> None:
+    live = shared_live  # refused or read only: one server per backend for the module
     from app.schemas import ErrorAnswer
 
     spec = live.get("/openapi.json").json()

@@ -16,7 +16,14 @@ def wiki_dir(tmp_path: Path) -> Path:
     return Path(shutil.copytree(REPO, tmp_path / "repo"))
 
 
-def test_performance_claims_are_listed_filtered_and_faceted(live) -> None:  # noqa: ANN001
+@pytest.fixture(scope="module")
+def shared_wiki_source() -> Path:
+    """What `shared_live` serves here: the repository fixture (the tests that take it only read)."""
+    return REPO
+
+
+def test_performance_claims_are_listed_filtered_and_faceted(shared_live) -> None:  # noqa: ANN001
+    live = shared_live  # reads only: one server per backend for the module
     every = live.get("/api/performance-claims").json()
     assert every["total"] == 2 and every["facets"]["gpu"] == {"B200": 1, "H200": 1}
     h200 = live.get("/api/performance-claims", params={"gpu": "h200"}).json()
@@ -27,7 +34,8 @@ def test_performance_claims_are_listed_filtered_and_faceted(live) -> None:  # no
     assert live.get("/api/performance-claims", params={"limit": 0}).status_code == 422
 
 
-def test_a_page_returns_and_shows_its_claims_and_reproducibility(live) -> None:  # noqa: ANN001
+def test_a_page_returns_and_shows_its_claims_and_reproducibility(shared_live) -> None:  # noqa: ANN001
+    live = shared_live  # reads only: one server per backend for the module
     page = live.get("/api/pages/kernel-tiled-reduction").json()
     assert [c["gpu"] for c in page["performance_claims"]] == ["H200", "B200"]
     html = live.get("/pages/kernel-tiled-reduction").text
@@ -49,7 +57,8 @@ VIEWS = [
 ]
 
 
-def test_queries_views_are_generated_from_the_index(live) -> None:  # noqa: ANN001
+def test_queries_views_are_generated_from_the_index(shared_live) -> None:  # noqa: ANN001
+    live = shared_live  # reads only: one server per backend for the module
     for view, group, page in VIEWS:
         data = live.get(f"/api/queries/{view}").json()
         groups = {g["value"]: [p["id"] for p in g["pages"]] for g in data["groups"]}
@@ -58,7 +67,8 @@ def test_queries_views_are_generated_from_the_index(live) -> None:  # noqa: ANN0
         assert group in html and f"/pages/{page}" in html, (view, group)
 
 
-def test_by_problem_names_candidate_techniques_and_unknown_views_are_404(live) -> None:  # noqa: ANN001
+def test_by_problem_names_candidate_techniques_and_unknown_views_are_404(shared_live) -> None:  # noqa: ANN001
+    live = shared_live  # reads only: one server per backend for the module
     data = live.get("/api/queries/by-problem").json()
     [group] = [g for g in data["groups"] if g["value"] == "register-spills"]
     assert group["candidates"]["pattern-low-occupancy"] == [
@@ -88,7 +98,8 @@ def test_mcp_page_document_carries_the_performance_claims(settings) -> None:  # 
     assert "reproducibility: runnable" in front
 
 
-def test_fragments_show_as_unverified_with_their_reason_in_the_api_and_the_page(live) -> None:  # noqa: ANN001
+def test_fragments_show_as_unverified_with_their_reason_in_the_api_and_the_page(shared_live) -> None:  # noqa: ANN001
+    live = shared_live  # reads only: one server per backend for the module
     page = live.get("/api/pages/hw-bulk-copy").json()
     fragment = page["snippets"][1]
     assert fragment["mode"] == "fragment" and fragment["status"] == "unverified"
@@ -100,7 +111,8 @@ def ids_of(answer: dict) -> set[str]:  # type: ignore[type-arg]
     return {p["id"] for p in answer.get("pages", answer.get("results", []))}
 
 
-def test_facet_filters_select_pages_in_the_listing_and_in_search(live) -> None:  # noqa: ANN001
+def test_facet_filters_select_pages_in_the_listing_and_in_search(shared_live) -> None:  # noqa: ANN001
+    live = shared_live  # reads only: one server per backend for the module
     reduction = {"kernel-tiled-reduction", "pr-demo-lib-7", "contest-demo-p1"}
     assert ids_of(live.get("/api/pages", params={"kernel_type": "reduction"}).json()) == reduction
     assert ids_of(live.get("/api/pages", params={"technique": "Pipelining"}).json()) == {"pr-demo-lib-7"}
@@ -118,7 +130,8 @@ def test_facet_filters_select_pages_in_the_listing_and_in_search(live) -> None: 
     assert "/pages/kernel-copy" in listing and "/pages/kernel-tiled-reduction" not in listing
 
 
-def test_unknown_facet_filter_values_are_a_422_naming_the_parameter(live) -> None:  # noqa: ANN001
+def test_unknown_facet_filter_values_are_a_422_naming_the_parameter(shared_live) -> None:  # noqa: ANN001
+    live = shared_live  # reads only: one server per backend for the module
     for path in ("/api/pages", "/api/search"):
         for name, known in (("technique", "pipelining"), ("hardware_feature", "tma"), ("kernel_type", "reduction")):
             answer = live.get(path, params={"q": "x", name: "no-such-value"})
@@ -180,7 +193,8 @@ def test_serve_watch_notices_a_change_to_the_data_files(tmp_path: Path) -> None:
         server.stop()
 
 
-def test_schema_findings_are_stored_with_the_index_and_shown_on_the_page_and_in_the_api(live) -> None:  # noqa: ANN001
+def test_schema_findings_are_stored_with_the_index_and_shown_on_the_page_and_in_the_api(shared_live) -> None:  # noqa: ANN001
+    live = shared_live  # reads only: one server per backend for the module
     page = live.get("/api/pages/kernel-copy").json()
     errors = [d["message"] for d in page["problems"] if d["severity"] == "error"]
     assert "missing required field 'performance_claims' for type 'wiki-kernel' (data/schemas.yaml)" in errors

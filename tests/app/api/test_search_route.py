@@ -15,7 +15,8 @@ from app.index.filters import Filters
 TOOK = re.compile(rb'"took_ms":[0-9.e+-]+')
 
 
-def test_lean_route_answers_what_the_declared_route_answers(live) -> None:
+def test_lean_route_answers_what_the_declared_route_answers(shared_live) -> None:
+    live = shared_live  # reads only: one server per backend for the module
     # A repeated parameter is declined by the lean route, so the second request of each pair is FastAPI's.
     for query in (
         "q=cp.async.bulk",
@@ -51,8 +52,8 @@ def test_lean_route_answers_what_the_declared_route_answers(live) -> None:
         ("facets=" + "x" * 101, "facets"),
     ],
 )
-def test_refused_parameters_keep_the_one_error_shape(live, query: str, parameter: str) -> None:
-    response = live.get(f"/api/search?q=tma&{query}")
+def test_refused_parameters_keep_the_one_error_shape(shared_live, query: str, parameter: str) -> None:
+    response = shared_live.get(f"/api/search?q=tma&{query}")
     assert response.status_code == 422
     error = response.json()["error"]
     assert error["status"] == 422 and error["title"] == "Invalid parameters"
@@ -162,7 +163,8 @@ def test_an_error_on_the_lean_path_is_logged_and_answered_once_in_the_one_error_
     assert any("search failed on /api/search: AttributeError" in r.getMessage() for r in caplog.records)
 
 
-def test_lean_path_answers_a_plain_search_itself(store) -> None:  # type: ignore[no-untyped-def]
+def test_lean_path_answers_a_plain_search_itself(shared_store) -> None:  # type: ignore[no-untyped-def]
+    store = shared_store  # reads only
     from app.settings import Settings
 
     class State:

@@ -18,7 +18,8 @@ def _walk(live: Any, path: str, params: dict[str, Any], items: str) -> list[list
     return windows
 
 
-def test_pages_are_paged_with_exact_total_and_a_keyset_next_token(live: Any) -> None:
+def test_pages_are_paged_with_exact_total_and_a_keyset_next_token(shared_live: Any) -> None:
+    live = shared_live  # reads only: one server per backend for the module
     whole = live.get("/api/pages", params={"limit": 200}).json()
     assert whole["total"] == len(whole["pages"]) == 4 and whole["next"] is None and whole["offset"] == 0
     windows = _walk(live, "/api/pages", {"limit": 2}, "pages")
@@ -31,7 +32,8 @@ def test_pages_are_paged_with_exact_total_and_a_keyset_next_token(live: Any) -> 
     assert whole["facets"]["type"]["hardware"] == 3 and sum(whole["facets"]["type"].values()) == whole["total"]
 
 
-def test_a_next_token_that_is_not_ours_or_comes_with_an_offset_is_a_422_naming_next(live: Any) -> None:
+def test_a_next_token_that_is_not_ours_or_comes_with_an_offset_is_a_422_naming_next(shared_live: Any) -> None:
+    live = shared_live  # reads only: one server per backend for the module
     token = parse_qs(live.get("/api/pages", params={"limit": 1}).json()["next"])["next"][0]
     for path in ("/api/pages", "/api/snippets"):
         for params in ({"next": "bm90IG91cnM"}, {"next": "!!"}, {"next": token, "offset": 1}, {"next": "W1sxXV0"}):
@@ -40,7 +42,8 @@ def test_a_next_token_that_is_not_ours_or_comes_with_an_offset_is_a_422_naming_n
             assert answer.status_code == 422 and problem["loc"] == ["query", "next"], (path, params)
 
 
-def test_page_facets_count_the_filtered_pages(live: Any) -> None:
+def test_page_facets_count_the_filtered_pages(shared_live: Any) -> None:
+    live = shared_live  # reads only: one server per backend for the module
     body = live.get("/api/pages", params={"arch": "sm90"}).json()
     assert body["total"] == len(body["pages"]) >= 1
     assert body["facets"]["arch"]["sm90"] == body["total"]
@@ -69,7 +72,8 @@ def test_snippets_are_a_window_with_total_and_next(live: Any, wiki_dir: Any) -> 
     assert live.get("/api/snippets", params={"status": "pass", "page": "many"}).json()["total"] == 0
 
 
-def test_graph_is_the_most_linked_pages_or_a_neighbourhood(live: Any) -> None:
+def test_graph_is_the_most_linked_pages_or_a_neighbourhood(shared_live: Any) -> None:
+    live = shared_live  # reads only: one server per backend for the module
     top = live.get("/api/graph", params={"limit": 2}).json()
     assert len(top["nodes"]) == 2 and top["total_nodes"] == 4
     degrees = [n["degree"] for n in top["nodes"]]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from app.index.lookup import page_by_path, page_sources, resolve
 
 
-def test_a_name_resolves_by_id_alias_or_title_ignoring_case_and_spaces(store) -> None:  # type: ignore[no-untyped-def]
+def test_a_name_resolves_by_id_alias_or_title_ignoring_case_and_spaces(shared_store) -> None:  # type: ignore[no-untyped-def]
+    store = shared_store  # reads only: one index per backend for the module
     with store.engine.connect() as conn:
         assert resolve(conn, "hw-tma") == "hw-tma"
         assert resolve(conn, " HW-TMA ") == "hw-tma"
@@ -16,7 +17,8 @@ def test_a_name_resolves_by_id_alias_or_title_ignoring_case_and_spaces(store) ->
         assert resolve(conn, "   ") is None
 
 
-def test_a_page_is_found_by_its_file_path_under_the_wiki(store) -> None:  # type: ignore[no-untyped-def]
+def test_a_page_is_found_by_its_file_path_under_the_wiki(shared_store) -> None:  # type: ignore[no-untyped-def]
+    store = shared_store  # reads only: one index per backend for the module
     with store.engine.connect() as conn:
         assert page_by_path(conn, "nvidia/tma.md") == "hw-tma"
         assert page_by_path(conn, "ptx.md") == "doc-ptx-isa"
@@ -24,7 +26,8 @@ def test_a_page_is_found_by_its_file_path_under_the_wiki(store) -> None:  # type
         assert page_by_path(conn, "tma.md") is None
 
 
-def test_page_sources_reads_every_page_asked_for_across_chunks_and_skips_missing_ones(store) -> None:  # type: ignore[no-untyped-def]
+def test_page_sources_reads_every_page_asked_for_across_chunks_and_skips_missing_ones(shared_store) -> None:  # type: ignore[no-untyped-def]
+    store = shared_store  # reads only: one index per backend for the module
     asked = ["hw-tma", *(f"ghost-{i}" for i in range(600)), "hw-tmem"]  # hw-tmem falls in the second chunk of 500
     with store.engine.connect() as conn:
         found = page_sources(conn, asked)

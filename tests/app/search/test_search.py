@@ -29,33 +29,38 @@ def ids(result) -> list[str]:  # type: ignore[no-untyped-def]
         ("wgmma.mma_async", "hw-mbarrier", "phases"),
     ],
 )
-def test_gpu_identifiers_are_words_and_hits_name_their_section(store, query: str, page: str, anchor: str) -> None:
+def test_gpu_identifiers_are_words_and_hits_name_their_section(shared_store, query: str, page: str, anchor: str) -> None:
+    store = shared_store  # reads only: one index per backend for the module
     result = store.searcher.search(query, Filters())
     assert ids(result)[0] == page
     assert result.results[0].section is not None and result.results[0].section.anchor == anchor
     assert "<mark>" in result.results[0].snippet
 
 
-def test_exact_alias_title_or_id_ranks_first(store) -> None:
+def test_exact_alias_title_or_id_ranks_first(shared_store) -> None:
+    store = shared_store  # reads only: one index per backend for the module
     assert ids(store.searcher.search("TMEM", Filters()))[0] == "hw-tmem"
     assert ids(store.searcher.search("tensor memory", Filters()))[0] == "hw-tmem"
     assert ids(store.searcher.search("hw-mbarrier", Filters()))[0] == "hw-mbarrier"
     assert ids(store.searcher.search("UTMALDG", Filters()))[0] == "hw-tma"
 
 
-def test_prefixes_match(store) -> None:
+def test_prefixes_match(shared_store) -> None:
+    store = shared_store  # reads only: one index per backend for the module
     assert "hw-mbarrier" in ids(store.searcher.search("synchroniz", Filters()))
     assert ids(store.searcher.search("accumul", Filters())) == ["hw-tmem"]
 
 
-def test_typos_in_long_words_still_find_the_page_and_suggest(store) -> None:
+def test_typos_in_long_words_still_find_the_page_and_suggest(shared_store) -> None:
+    store = shared_store  # reads only: one index per backend for the module
     result = store.searcher.search("tensr memroy", Filters())
     assert "hw-tmem" in ids(result)
     assert result.did_you_mean == "tensor memory"
     assert store.searcher.search("tensor memory", Filters()).did_you_mean is None
 
 
-def test_arch_filter_matches_by_family(store) -> None:
+def test_arch_filter_matches_by_family(shared_store) -> None:
+    store = shared_store  # reads only: one index per backend for the module
     for arch in ("sm90", "sm90a", "sm_90a", "SM90"):
         found = ids(store.searcher.search("memory", Filters(arch=arch)))
         assert "hw-tma" in found and "hw-tmem" not in found, arch
@@ -63,7 +68,8 @@ def test_arch_filter_matches_by_family(store) -> None:
         assert {"hw-tma", "hw-tmem"} <= set(ids(store.searcher.search("memory", Filters(arch=arch))))
 
 
-def test_type_tag_language_confidence_filters(store) -> None:
+def test_type_tag_language_confidence_filters(shared_store) -> None:
+    store = shared_store  # reads only: one index per backend for the module
     assert ids(store.searcher.search("PTX", Filters(type="source"))) == ["doc-ptx-isa"]
     assert ids(store.searcher.search("memory", Filters(tag="blackwell"))) == ["hw-tmem"]
     assert ids(store.searcher.search("memory", Filters(language="ptx"))) == ["hw-tma"]
@@ -97,7 +103,8 @@ def test_any_string_gives_results_or_none(shared_store, query: str) -> None:  # 
     assert store.searcher.search("TMA", Filters()).total >= 1  # the index is intact afterwards
 
 
-def test_an_exact_name_match_still_obeys_the_filters(store) -> None:
+def test_an_exact_name_match_still_obeys_the_filters(shared_store) -> None:
+    store = shared_store  # reads only: one index per backend for the module
     assert "hw-tmem" not in ids(store.searcher.search("TMEM", Filters(arch="sm90")))
     assert ids(store.searcher.search("TMEM", Filters(arch="sm100")))[0] == "hw-tmem"
 
@@ -113,11 +120,13 @@ QUESTIONS = {
 
 
 @pytest.mark.parametrize("question,page", QUESTIONS.items())
-def test_plain_english_questions_rank_by_the_words_that_matter(store, question: str, page: str) -> None:
+def test_plain_english_questions_rank_by_the_words_that_matter(shared_store, question: str, page: str) -> None:
+    store = shared_store  # reads only: one index per backend for the module
     assert ids(store.searcher.search(question, Filters()))[0] == page
 
 
-def test_a_question_of_filler_words_only_still_searches_them(store) -> None:
+def test_a_question_of_filler_words_only_still_searches_them(shared_store) -> None:
+    store = shared_store  # reads only: one index per backend for the module
     assert (
         store.searcher.search("the and of", Filters()).total == store.searcher.search("the and of", Filters()).total
     )  # no error
@@ -125,27 +134,31 @@ def test_a_question_of_filler_words_only_still_searches_them(store) -> None:
 
 
 @pytest.mark.parametrize("label", ["sm90a", "SM90", "sm_90a", "sm90", "SM_90A"])
-def test_architecture_labels_as_the_ui_writes_them_are_query_words(store, label: str) -> None:
+def test_architecture_labels_as_the_ui_writes_them_are_query_words(shared_store, label: str) -> None:
+    store = shared_store  # reads only: one index per backend for the module
     found = ids(store.searcher.search(label, Filters()))
     assert "hw-tma" in found and "hw-mbarrier" in found and "hw-tmem" not in found, (label, found)
 
 
 @pytest.mark.parametrize("label", ["sm100a", "sm_100a", "SM100", "sm100"])
-def test_blackwell_labels_find_the_blackwell_pages(store, label: str) -> None:
+def test_blackwell_labels_find_the_blackwell_pages(shared_store, label: str) -> None:
+    store = shared_store  # reads only: one index per backend for the module
     assert {"hw-tma", "hw-tmem", "hw-mbarrier"} <= set(ids(store.searcher.search(label, Filters())))
 
 
 QUERIES = ["tma", "memory", "TMEM", "cp.async.bulk", "sm90a", "mbarrier", "tensr memroy", "PTX", "allocation", "tile", "hw-tma"]
 
 
-def test_every_hit_names_a_section_and_has_an_excerpt(store) -> None:
+def test_every_hit_names_a_section_and_has_an_excerpt(shared_store) -> None:
+    store = shared_store  # reads only: one index per backend for the module
     for query in QUERIES:
         for r in store.searcher.search(query, Filters(), limit=50).results:
             assert r.section is not None and r.section.heading, (query, r.id)
             assert r.snippet.strip(), (query, r.id)
 
 
-def test_highlights_cover_whole_words_only(store) -> None:
+def test_highlights_cover_whole_words_only(shared_store) -> None:
+    store = shared_store  # reads only: one index per backend for the module
     import re
 
     marked = 0
@@ -157,12 +170,14 @@ def test_highlights_cover_whole_words_only(store) -> None:
     assert marked > 10
 
 
-def test_a_compound_identifier_is_marked_whole_when_a_prefix_of_it_is_searched(store) -> None:
+def test_a_compound_identifier_is_marked_whole_when_a_prefix_of_it_is_searched(shared_store) -> None:
+    store = shared_store  # reads only: one index per backend for the module
     snippet = store.searcher.search("cp.async.bulk", Filters()).results[0].snippet
     assert "<mark>cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes</mark>" in snippet
 
 
-def test_typo_correction_is_bounded_to_a_few_words_and_only_runs_without_hits(store) -> None:
+def test_typo_correction_is_bounded_to_a_few_words_and_only_runs_without_hits(shared_store) -> None:
+    store = shared_store  # reads only: one index per backend for the module
     near_misses = " ".join(["memroy", "tensr", "allocaton", "barirer", "phasse", "tilles", "accumulats", "shaerd"] * 4)
     result = store.searcher.search(near_misses, Filters())
     assert result.did_you_mean is None or len(set(result.did_you_mean.split()) - set(near_misses.split())) <= 4
@@ -170,7 +185,8 @@ def test_typo_correction_is_bounded_to_a_few_words_and_only_runs_without_hits(st
     assert store.searcher.search("swizzel", Filters()).did_you_mean is None  # nothing near enough: no suggestion, no error
 
 
-def test_paging_counts_exactly_and_windows_do_not_overlap(store) -> None:
+def test_paging_counts_exactly_and_windows_do_not_overlap(shared_store) -> None:
+    store = shared_store  # reads only: one index per backend for the module
     everything = store.searcher.search("memory", Filters(), limit=200)
     pages = [ids(store.searcher.search("memory", Filters(), limit=1, offset=i)) for i in range(everything.total)]
     assert [p[0] for p in pages] == ids(everything) and everything.total == len(everything.results)
@@ -270,7 +286,8 @@ def test_another_process_reindexing_is_followed_by_generation(db_url: str, wiki_
         writer.engine.dispose()
 
 
-def test_filter_values_that_do_not_exist_are_named_with_the_allowed_values(store) -> None:
+def test_filter_values_that_do_not_exist_are_named_with_the_allowed_values(shared_store) -> None:
+    store = shared_store  # reads only: one index per backend for the module
     problems = store.searcher.filter_problems(Filters(type="bogus", arch="sm999", confidence="maybe"))
     assert [p.parameter for p in problems] == ["type", "arch", "confidence"]
     assert "hardware" in problems[0].allowed and "sm90a" in problems[1].allowed
