@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,9 +93,7 @@ def test_an_index_without_an_instance_number_keeps_its_documents_to_the_process(
     assert not folder.exists() and rendered.path.parent != folder and "body" in rendered.text(ORIGIN)
 
 
-def test_the_indexer_renders_llms_txt_of_each_generation_it_makes_so_no_worker_has_to(
-    settings, tmp_path: Path  # type: ignore[no-untyped-def]
-) -> None:
+def test_the_indexer_renders_llms_txt_of_each_generation_it_makes_so_no_worker_has_to(settings: Any, tmp_path: Path) -> None:
     """`serve`'s index keeper renders /llms.txt after its first index and after a reindex that changed pages."""
     from app.agents.cache import documents_dir
     from app.agents.documents import llms_txt
