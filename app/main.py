@@ -49,7 +49,7 @@ def keeper_for(settings: Settings, store: Store, status: IndexStatus) -> IndexKe
 
     def render_llms_txt() -> None:
         with store.engine.connect() as conn:
-            llms_txt_of(store, documents, conn)
+            llms_txt_of(store.pages, documents, conn)
 
     return IndexKeeper(settings, store, status, lambda ids: queue_changed_snippets(settings, store, ids), render_llms_txt)
 

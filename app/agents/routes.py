@@ -18,6 +18,7 @@ from app.agents.documents import llms_full_txt, llms_txt, page_document
 from app.deps import ConnDep, PagesDep
 from app.evidence.status import data_version
 from app.index.db import index_generation
+from app.pages import Pages
 
 router = APIRouter(tags=["agents"])
 MARKDOWN = "text/markdown; charset=utf-8"
@@ -70,12 +71,12 @@ def warm_llms_txt(app: Any) -> None:
     at 10,000 pages the first request after a start paid 110-290 ms for it."""
     store = app.state.store
     with store.engine.connect() as conn:
-        llms_txt_of(store, app.state.agent_documents, conn)
+        llms_txt_of(store.pages, app.state.agent_documents, conn)
 
 
-def llms_txt_of(store: Any, documents: RenderedDocuments, conn: Connection) -> None:
+def llms_txt_of(pages: Pages, documents: RenderedDocuments, conn: Connection) -> None:
     """/llms.txt of the generation behind `conn` in `documents` (rendered unless a process has it already)."""
-    documents.get(conn, _llms_txt_key(conn), lambda origin: llms_txt(store.pages, origin))
+    documents.get(conn, _llms_txt_key(conn), lambda origin: llms_txt(pages, origin))
 
 
 def _llms_txt_key(conn: Connection) -> tuple[str, int | None]:
