@@ -601,17 +601,28 @@ def _zygote_and_workers(server: Served, count: int) -> tuple[int, list[int]]:
     return _until(30, found)
 
 
+def _two_workers_up(site: Path, *args: str, own_group: bool = False) -> tuple[Served, int, list[int]]:
+    """`serve --workers 2` on the site's SQLite index with `args`, listening, indexed, its zygote and both workers up
+    (stopped again when it does not get there)."""
+    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--workers", "2", *args, own_group=own_group)
+    try:
+        assert server.listening(120), server.stderr()
+        server.wait_ok()
+        zygote, workers = _zygote_and_workers(server, 2)
+    except BaseException:
+        server.stop()
+        raise
+    return server, zygote, workers
+
+
 SPAWNED_WORKER_MB = 100
 """A worker spawned as a fresh interpreter (uvicorn's supervisor, before the zygote) held ~100 MB of its own on the
 fixture wiki: Python, FastAPI and the app imported by itself (docs/benchmarks.md)."""
 
 
 def test_workers_are_forked_by_a_single_threaded_zygote_and_share_its_memory(site: Path) -> None:
-    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--workers", "2")
+    server, zygote, workers = _two_workers_up(site)
     try:
-        assert server.listening(120), server.stderr()
-        server.wait_ok()
-        zygote, workers = _zygote_and_workers(server, 2)
         assert _ppid(zygote) == server.proc.pid and all(_ppid(w) == zygote for w in workers)
         assert len(list(Path(f"/proc/{zygote}/task").iterdir())) == 1  # forking a process with threads is unsafe
         held = [os.readlink(fd) for fd in Path(f"/proc/{zygote}/fd").iterdir() if int(fd.name) > 2]
@@ -628,11 +639,8 @@ def test_workers_are_forked_by_a_single_threaded_zygote_and_share_its_memory(sit
 
 
 def test_a_worker_killed_with_sigkill_is_replaced_and_the_port_keeps_answering(site: Path) -> None:
-    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--workers", "2")
+    server, zygote, first = _two_workers_up(site)
     try:
-        assert server.listening(120), server.stderr()
-        server.wait_ok()
-        zygote, first = _zygote_and_workers(server, 2)
         for victim in first:  # both, one after the other: at the end only replacements serve
             os.kill(victim, signal.SIGKILL)
             assert httpx.get(server.url + "/api/search", params={"q": "tma"}).status_code == 200  # the other answers
@@ -650,11 +658,8 @@ def test_a_worker_killed_with_sigkill_is_replaced_and_the_port_keeps_answering(s
 
 def test_ctrl_c_reaching_every_process_stops_the_workers_gracefully(site: Path) -> None:
     """One Ctrl-C: SIGINT to serve, the zygote and the workers at once (serve passes it on as SIGTERM too)."""
-    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--workers", "2", own_group=True)
+    server, _, _ = _two_workers_up(site, own_group=True)
     try:
-        assert server.listening(120), server.stderr()
-        server.wait_ok()
-        _zygote_and_workers(server, 2)
         started = time.monotonic()
         os.killpg(server.proc.pid, signal.SIGINT)
         assert server.proc.wait(10) == 0 and time.monotonic() - started < 5
@@ -666,11 +671,8 @@ def test_ctrl_c_reaching_every_process_stops_the_workers_gracefully(site: Path) 
 
 def test_serves_command_line_settings_reach_every_worker(site: Path) -> None:
     """`--try` is a flag of `serve`, not a variable the workers could read: each worker serves the editor."""
-    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--workers", "2", "--try")
+    server, _, _ = _two_workers_up(site, "--try")
     try:
-        assert server.listening(120), server.stderr()
-        server.wait_ok()
-        _zygote_and_workers(server, 2)
         answers = {httpx.get(server.url + "/try").status_code for _ in range(20)}  # a connection each: both workers
         assert answers == {200}, answers
     finally:
@@ -678,11 +680,8 @@ def test_serves_command_line_settings_reach_every_worker(site: Path) -> None:
 
 
 def test_kill_9_of_the_zygote_stops_serve_with_an_error_and_leaves_no_worker(site: Path) -> None:
-    server = Served(site, "--db", f"sqlite:///{site / 'index.db'}", "--workers", "2")
+    server, zygote, workers = _two_workers_up(site)
     try:
-        assert server.listening(120), server.stderr()
-        server.wait_ok()
-        zygote, workers = _zygote_and_workers(server, 2)
         os.kill(zygote, signal.SIGKILL)
         assert server.proc.wait(10) == 1
         assert "error: the workers stopped" in server.stderr()
