@@ -24,7 +24,7 @@ def key_of(value: str, types: tuple[type, ...]) -> tuple[Any, ...]:
     """The sort key a `token` encoded, its parts of `types` in order; ValueError for anything else."""
     try:
         key = json.loads(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: "[[[[…" nested ~1,000 deep
         raise ValueError(NOT_OURS) from exc
     if not (isinstance(key, list) and len(key) == len(types)):
         raise ValueError(NOT_OURS)

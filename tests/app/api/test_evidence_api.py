@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import socket
@@ -228,7 +229,8 @@ def test_a_snippets_history_comes_newest_first_a_window_at_a_time_following_next
 
     too_many = live.get("/api/snippets/hw-tma:1/evidence", params={"limit": HISTORY_MAX_LIMIT + 1})
     assert too_many.status_code == 422 and "limit" in detail(too_many)
-    for token in ("nonsense!", "WzFd", "eyJhIjogMX0", "x" * 3000):
+    deep = base64.urlsafe_b64encode(b"[" * 1490).decode()  # nested past json's recursion limit, under the length cap
+    for token in ("nonsense!", "WzFd", "eyJhIjogMX0", "x" * 3000, deep):
         bad = live.get("/api/snippets/hw-tma:1/evidence", params={"next": token})
         assert bad.status_code == 422 and "next" in detail(bad), token
     assert live.get("/api/snippets/hw-tma:99/evidence").status_code == 404

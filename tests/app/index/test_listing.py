@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -36,7 +37,14 @@ def test_a_next_token_that_is_not_ours_or_comes_with_an_offset_is_a_422_naming_n
     live = shared_live  # reads only: one server per backend for the module
     token = parse_qs(live.get("/api/pages", params={"limit": 1}).json()["next"])["next"][0]
     for path in ("/api/pages", "/api/snippets"):
-        for params in ({"next": "bm90IG91cnM"}, {"next": "!!"}, {"next": token, "offset": 1}, {"next": "W1sxXV0"}):
+        deep = base64.urlsafe_b64encode(b"[" * 1490).decode()  # json's recursion limit, inside TOKEN_MAX_CHARS
+        for params in (
+            {"next": "bm90IG91cnM"},
+            {"next": "!!"},
+            {"next": token, "offset": 1},
+            {"next": "W1sxXV0"},
+            {"next": deep},
+        ):
             answer = live.get(path, params=params)
             [problem] = answer.json()["error"]["detail"]
             assert answer.status_code == 422 and problem["loc"] == ["query", "next"], (path, params)
