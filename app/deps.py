@@ -192,10 +192,15 @@ def check_filters(searcher: Searcher, filters: Filters, conn: Connection) -> Non
     """422 naming each filter value no page can have, with the values allowed."""
     problems = searcher.filter_problems(filters, conn=conn, sync=False)
     if problems:  # a value no page can have is a mistake to name, not an empty answer
-        raise HTTPException(
-            422,
-            [{"loc": ["query", p.parameter], "msg": p.message, "type": "value_error", "allowed": p.allowed} for p in problems],
-        )
+        raise HTTPException(422, [query_problem(p.parameter, p.message, p.allowed) for p in problems])
+
+
+def query_problem(parameter: str, msg: str, allowed: list[str] | None = None) -> dict[str, Any]:
+    """One refused query parameter, as a 422's `detail` lists it (the shape of FastAPI's own validation errors)."""
+    problem: dict[str, Any] = {"loc": ["query", parameter], "msg": msg, "type": "value_error"}
+    if allowed is not None:
+        problem["allowed"] = allowed
+    return problem
 
 
 FiltersDep = Annotated[Filters, Depends(get_filters)]
@@ -213,9 +218,7 @@ def get_facets(
     try:
         return parse_facets(facets)
     except ValueError as e:
-        raise HTTPException(
-            422, [{"loc": ["query", "facets"], "msg": str(e), "type": "value_error", "allowed": list(FACETS)}]
-        ) from e
+        raise HTTPException(422, [query_problem("facets", str(e), list(FACETS))]) from e
 
 
 FacetsDep = Annotated[tuple[str, ...], Depends(get_facets)]
@@ -235,28 +238,12 @@ def sort_key(token: str | None, offset: int, types: tuple[type, ...]) -> tuple[A
     if token is None:
         return None
     if offset:
-        raise HTTPException(
-            422,
-            [
-                {
-                    "loc": ["query", "next"],
-                    "msg": "next: a window starts after a token or at an offset, not both",
-                    "type": "value_error",
-                }
-            ],
-        )
+        raise HTTPException(422, [query_problem("next", "next: a window starts after a token or at an offset, not both")])
     try:
         return keyset.key_of(token, types)
     except ValueError as exc:
         raise HTTPException(
-            422,
-            [
-                {
-                    "loc": ["query", "next"],
-                    "msg": f"next: {exc}; start without it, then pass the `next` of each answer",
-                    "type": "value_error",
-                }
-            ],
+            422, [query_problem("next", f"next: {exc}; start without it, then pass the `next` of each answer")]
         ) from None
 
 
