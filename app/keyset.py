@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+R = TypeVar("R")
 
 NOT_OURS = "not a token this service gave out"
 
@@ -32,3 +35,9 @@ def key_of(value: str, types: tuple[type, ...]) -> tuple[Any, ...]:
     if not all(isinstance(part, kind) and not isinstance(part, bool) for part, kind in zip(key, types, strict=True)):
         raise ValueError(NOT_OURS)
     return tuple(key)
+
+
+def window(rows: Sequence[R], limit: int) -> tuple[Sequence[R], R | None]:
+    """`rows` fetched `limit + 1` (one more than a window holds, to learn whether more follow) cut to the window, and
+    its last row when more follow (the row whose sort key the next token holds), else None."""
+    return rows[:limit], (rows[limit - 1] if len(rows) > limit else None)

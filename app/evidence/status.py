@@ -20,6 +20,7 @@ from sqlalchemy import func, text
 from sqlalchemy.engine import Connection
 from sqlmodel import select
 
+from app import keyset
 from app.index.db import chunks, index_generation
 from app.index.models import EvidenceRow
 
@@ -105,12 +106,14 @@ def snippet_window(
         where.append("(s.page_id, s.position) > (:after_page, :after_position)")
         params.update(after_page=after[0], after_position=after[1])
     walk = ("WHERE " + " AND ".join(where)) if where else ""
-    rows = conn.execute(
-        text(f"SELECT s.id, s.page_id, s.position FROM snippet s {walk} ORDER BY s.page_id, s.position LIMIT :lim OFFSET :off"),
-        params,
-    ).all()
-    last = (rows[limit - 1][1], rows[limit - 1][2]) if len(rows) > limit else None
-    return SnippetWindow([r[0] for r in rows[:limit]], total, last)
+    rows, last = keyset.window(
+        conn.execute(
+            text(f"SELECT s.id, s.page_id, s.position FROM snippet s {walk} ORDER BY s.page_id, s.position LIMIT :lim OFFSET :off"),
+            params,
+        ).all(),
+        limit,
+    )
+    return SnippetWindow([r[0] for r in rows], total, (last[1], last[2]) if last is not None else None)
 
 
 @dataclass

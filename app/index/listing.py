@@ -10,9 +10,9 @@ from sqlalchemy import select, text
 from sqlalchemy.engine import Connection
 from sqlmodel import col
 
+from app import keyset
 from app.index.filters import Filters, filter_sql
 from app.index.models import PageRow
-from app.keyset import token
 from app.schemas import PageList, PageSummary
 
 PAGE_KEY = (str, str, str)
@@ -41,12 +41,14 @@ def list_pages(
     if after is not None:
         walk += " AND (type, title, id) > (:after_type, :after_title, :after_id)"
         params = {**params, "after_type": after[0], "after_title": after[1], "after_id": after[2]}
-    window = conn.execute(
-        text(f"SELECT id, type, title FROM page {walk} ORDER BY type, title, id LIMIT :lim OFFSET :off"),
-        {**params, "lim": limit + 1, "off": 0 if after is not None else offset},
-    ).all()
-    more, window = len(window) > limit, window[:limit]
-    ids = [r[0] for r in window]
+    rows, last = keyset.window(
+        conn.execute(
+            text(f"SELECT id, type, title FROM page {walk} ORDER BY type, title, id LIMIT :lim OFFSET :off"),
+            {**params, "lim": limit + 1, "off": 0 if after is not None else offset},
+        ).all(),
+        limit,
+    )
+    ids = [r[0] for r in rows]
     by_id = (
         {
             r.id: r
@@ -80,9 +82,10 @@ def list_pages(
                 confidence=r.confidence,
             )
         )
-    last = window[-1] if window else None
     next_q = (
-        urlencode({**filters.as_params(), "limit": limit, "next": token((last[1], last[2], last[0]))}) if more and last else None
+        urlencode({**filters.as_params(), "limit": limit, "next": keyset.token((last[1], last[2], last[0]))})
+        if last is not None
+        else None
     )
     return PageList(
         total=total, limit=limit, offset=None if after is not None else offset, next=next_q, pages=pages, facets=facet_counts
