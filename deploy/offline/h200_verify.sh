@@ -5,7 +5,10 @@
 # (apt-get download bubblewrap) and in .h200/wheels/ the runner's wheels for Python 3.12
 # (pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp
 #  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
-#  pyyaml markdown-it-py mdurl google-re2 pytest iniconfig pluggy packaging pygments cupy-cuda13x fastrlock numpy).
+#  pyyaml markdown-it-py mdurl google-re2 pytest iniconfig pluggy packaging pygments pydantic pydantic-core
+#  annotated-types typing-extensions typing-inspection; pydantic because tests/runner/test_runner_ncu.py reads its
+#  records through app.evidence.ingest. The H200 image has CuPy and NumPy: carrying cupy-cuda13x, fastrlock and
+#  numpy is needed only on a node without them, and they exceed the device tool's 64 MiB carry).
 # The GPU tests run in the GPU lane (KERNELWIKI_GPU_LANE=1, tests/ci.py): a missing GPU or CuPy fails them
 # instead of skipping, and KERNELWIKI_CGROUP=require makes a missing cgroup v2 a failure too.
 # Results land in $OUT: doctor.json, pytest-gpu.txt, verify.txt, h200.jsonl.
