@@ -60,6 +60,11 @@ COLUMNS: dict[Any, tuple[str, ...]] = {
 """Each table a page fills → its columns, in the order of the tuples `page_rows` makes (the insertion order)."""
 TABLES = {table.__tablename__: table for table in COLUMNS}
 
+ROWS_VERSION = 1
+"""The version of what a page's rows hold for the same file and data files (the aliases merged, the architectures
+kept): bump it when that changes, and every index reparses every page once (it is part of
+app/index/build.py's `data_files_digest`), its full-text index following (app/search/sync.py)."""
+
 FreshJudge = Callable[[dict[str, Any]], tuple[str, list[tuple[str, int, str, int]]]]
 """A snippet (`Snippet.to_dict()`) → its status and dashboard lines (target, target order, status, status rank)
 while no evidence names it (app/evidence/store.py `status_without_evidence`)."""

@@ -174,7 +174,10 @@ def test_views_are_kept_per_app_until_the_index_changes(tmp_path: Path) -> None:
     assert groups["tile-scheduling"] == ["pr-demo-lib-7"] and "tile-scheduling" not in {g["value"] for g in first["groups"]}
 
 
-def test_a_change_to_the_data_files_reindexes_the_pages_that_depend_on_them(tmp_path: Path, db_url: str) -> None:
+def test_a_change_to_the_data_files_reindexes_the_pages_that_depend_on_them(
+    tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.index import build
     from app.index.db import create_schema
 
     root = Path(shutil.copytree(REPO, tmp_path / "repo"))
@@ -199,5 +202,7 @@ def test_a_change_to_the_data_files_reindexes_the_pages_that_depend_on_them(tmp_
         aliases_file.unlink()  # without the registry only the page's own aliases stay
         assert len(reindex(engine, root).updated) == 14
         assert aliases() == {"TMA", "cp.async.bulk.tensor"}
+        monkeypatch.setattr(build, "ROWS_VERSION", build.ROWS_VERSION + 1)  # a version whose rows differ for the same files
+        assert len(reindex(engine, root).updated) == 14 and reindex(engine, root).updated == []
     finally:
         engine.dispose()
