@@ -53,7 +53,8 @@ class Page:
     architectures: list[str] = field(default_factory=list)  # normalized, e.g. ["sm90a", "sm100a"]
     languages: list[str] = field(default_factory=list)  # '*' means any
     tags: list[str] = field(default_factory=list)
-    aliases: list[str] = field(default_factory=list)
+    aliases: list[str] = field(default_factory=list)  # its own, then those merged from data/aliases.yaml (the index's)
+    alias_ranks: dict[str, int] = field(default_factory=dict)  # merged alias → how it is held (snippets/repository.py)
     related: list[str] = field(default_factory=list)  # page ids
     sources: list[str] = field(default_factory=list)  # ids of `type: source` pages
     confidence: str | None = None  # verified, source-reported, inferred, ...
@@ -251,6 +252,7 @@ def parse_page(raw: bytes, rel: str) -> tuple[Page | None, list[Diagnostic]]:
         evidence_basis=basis,
         extra=extra,
         families=families,
+        alias_ranks={},  # the index merges data/aliases.yaml's (app/index/build.py)
         front=_json_safe(data),
         field_lines=field_lines,
         **lists,

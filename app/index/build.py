@@ -182,8 +182,10 @@ def prepare(task: Task, setting: Setting | None = None) -> Prepared:
     repo = setting.repo
     schema: list[Diagnostic] = []
     if repo is not None:
-        if repo.aliases:
-            page.aliases = page.aliases + repo.aliases_for(page.id, page.aliases)  # data/aliases.yaml merged
+        merged = repo.aliases_for(page.id, page.type, page.title, page.aliases)  # data/aliases.yaml's, with their ranks
+        if merged:
+            page.aliases = page.aliases + [name for name, _rank in merged]
+            page.alias_ranks = dict(merged)
         schema = schema_problems(repo, page)  # stored with the file's diagnostics: the page and the API show them
     parsed = outline(page.body)
     found: list[dict[str, Any]] = []

@@ -57,6 +57,7 @@ class AliasRow(SQLModel, table=True):
     page_id: str = Field(index=True)
     alias: str
     alias_lower: str = Field(index=True)
+    rank: int = 0  # how the page holds it: snippets.repository ALIAS_OWN, ALIAS_NAMED, ALIAS_BY_ID (0015)
 
 
 class TagRow(SQLModel, table=True):

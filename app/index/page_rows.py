@@ -29,6 +29,7 @@ from app.index.models import (
 from app.index.perf import CLAIM_FIELDS, rows_for as perf_rows
 from snippets.architectures import family
 from snippets.page import Page
+from snippets.repository import ALIAS_OWN
 
 COLUMNS: dict[Any, tuple[str, ...]] = {
     PageRow: (
@@ -46,7 +47,7 @@ COLUMNS: dict[Any, tuple[str, ...]] = {
         "content_hash",
         "description",
     ),
-    AliasRow: ("page_id", "alias", "alias_lower"),
+    AliasRow: ("page_id", "alias", "alias_lower", "rank"),
     TagRow: ("page_id", "tag"),
     LanguageRow: ("page_id", "language"),
     ArchitectureRow: ("page_id", "arch", "family"),
@@ -60,7 +61,7 @@ COLUMNS: dict[Any, tuple[str, ...]] = {
 """Each table a page fills → its columns, in the order of the tuples `page_rows` makes (the insertion order)."""
 TABLES = {table.__tablename__: table for table in COLUMNS}
 
-ROWS_VERSION = 1
+ROWS_VERSION = 2
 """The version of what a page's rows hold for the same file and data files (the aliases merged, the architectures
 kept): bump it when that changes, and every index reparses every page once (it is part of
 app/index/build.py's `data_files_digest`), its full-text index following (app/search/sync.py)."""
@@ -116,7 +117,7 @@ def page_rows(
                 description,
             )
         ],
-        "alias": [(pid, a, a.lower()) for a in page.aliases],
+        "alias": [(pid, a, a.lower(), page.alias_ranks.get(a, ALIAS_OWN)) for a in page.aliases],
         "tag": [(pid, t) for t in page.tags],
         "language": [(pid, lang) for lang in page.languages],
         "architecture": [(pid, a, family(a)) for a in page.architectures],

@@ -49,7 +49,7 @@ from sqlmodel import col
 from app.cache import LRU
 from app.index.db import chunks, index_generation, rows_basis
 from app.index.facets import FILTER_FACETS
-from app.index.models import PageRow, SectionRow
+from app.index.models import AliasRow, PageRow, SectionRow
 from app.schemas import SearchPublic
 from app.search.folder import DIGEST, INDEXES, STATE, HostFolder, Pointer
 from app.search.text import (
@@ -61,7 +61,7 @@ from app.search.text import (
     plain_word,
 )
 
-FORMAT = 1
+FORMAT = 2
 """The version of the documents a generation holds (their fields and what goes into them): bump it when that changes,
 and every host's index is built anew on its next sync (part of `basis`)."""
 PAGE_FIELDS = {"title": 10.0, "aliases": 10.0, "tags": 5.0, "headings": 3.0, "body": 1.0}
@@ -122,6 +122,7 @@ def _page_schema() -> Any:
     for name in FILTER_FIELDS:
         sb.add_text_field(name, tokenizer_name="raw", fast=True, index_option="basic")
     sb.add_text_field("alias_exact", tokenizer_name="raw", index_option="basic")
+    sb.add_text_field("alias_rank", tokenizer_name="raw", index_option="basic")  # `rank:alias`: how the page holds it
     sb.add_text_field("title_exact", tokenizer_name="raw", index_option="basic")
     sb.add_unsigned_field("page_no", fast=True)
     sb.add_bytes_field("data", stored=True)
@@ -440,6 +441,13 @@ class SyncedIndex:
                 .order_by(col(SectionRow.page_id), col(SectionRow.position))
             ):
                 found.setdefault(row.page_id, []).append(row)
+            held: dict[str, list[tuple[str, int]]] = {}
+            for alias in conn.execute(
+                select(col(AliasRow.page_id), col(AliasRow.alias), col(AliasRow.rank))
+                .where(col(AliasRow.page_id).in_(chunk))
+                .order_by(col(AliasRow.page_id), col(AliasRow.id))
+            ):
+                held.setdefault(alias.page_id, []).append((alias.alias, alias.rank))
             for page in conn.execute(
                 select(
                     col(PageRow.id),
@@ -453,7 +461,7 @@ class SyncedIndex:
                 if page.id not in numbers:
                     numbers[page.id] = next_no
                     next_no += 1
-                _add_page(pages.writer, sections.writer, numbers[page.id], page, found.get(page.id, []))
+                _add_page(pages.writer, sections.writer, numbers[page.id], page, found.get(page.id, []), held.get(page.id, []))
         forget_terms()
         searcher = pages.finish()
         sections.finish()
@@ -497,10 +505,12 @@ def _release(held: list[IO[str]]) -> None:
         handle.close()
 
 
-def _add_page(pages: Any, sections: Any, number: int, row: Any, rows: list[Any]) -> None:
-    """One page's document and its sections' documents, added to the writers `pages` and `sections`."""
+def _add_page(pages: Any, sections: Any, number: int, row: Any, rows: list[Any], held: list[tuple[str, int]]) -> None:
+    """One page's document and its sections' documents, added to the writers `pages` and `sections`.
+
+    `rows` are its sections, `held` its aliases with how it holds each (the alias table's rows, in order)."""
     meta = json.loads(row.meta)
-    aliases = [str(a) for a in meta.get("aliases") or []]
+    aliases = [alias for alias, _rank in held]
     tags = [str(t) for t in meta.get("tags") or []]
     archs = [str(a) for a in meta.get("architectures") or []]
     languages = [str(lang) for lang in meta.get("languages") or []]
@@ -545,6 +555,8 @@ def _add_page(pages: Any, sections: Any, number: int, row: Any, rows: list[Any])
             doc.add_text(name, value)
     for alias in dict.fromkeys(a.strip().lower() for a in aliases):
         doc.add_text("alias_exact", alias)
+    for ranked in dict.fromkeys(f"{rank}:{alias.strip().lower()}" for alias, rank in held):
+        doc.add_text("alias_rank", ranked)
     doc.add_text("title_exact", row.title.strip().lower())
     data = {"id": row.id, "title": row.title, "type": row.type, "path": row.path, "architectures": archs}
     doc.add_unsigned("page_no", number)
