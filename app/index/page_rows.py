@@ -34,6 +34,7 @@ from snippets.repository import ALIAS_OWN
 COLUMNS: dict[Any, tuple[str, ...]] = {
     PageRow: (
         "id",
+        "id_lower",
         "title",
         "title_lower",
         "type",
@@ -61,7 +62,7 @@ COLUMNS: dict[Any, tuple[str, ...]] = {
 """Each table a page fills → its columns, in the order of the tuples `page_rows` makes (the insertion order)."""
 TABLES = {table.__tablename__: table for table in COLUMNS}
 
-ROWS_VERSION = 2
+ROWS_VERSION = 3
 """The version of what a page's rows hold for the same file and data files (the aliases merged, the architectures
 kept): bump it when that changes, and every index reparses every page once (it is part of
 app/index/build.py's `data_files_digest`), its full-text index following (app/search/sync.py)."""
@@ -103,6 +104,7 @@ def page_rows(
         "page": [
             (
                 pid,
+                pid.lower(),
                 page.title,
                 page.title.lower(),
                 page.type,

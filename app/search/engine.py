@@ -277,14 +277,15 @@ class SearchEngine(SyncedIndex):
         needle = query.strip().lower()
         if not needle or len(needle) > MAX_WORD:
             return None
-        # One search, a page scored by its best match: an id match outranks an alias match, the strongest holder of
-        # the alias first (its own, then merged for a term it names, then for a term its id names: snippets.repository
-        # ALIAS_OWN, …), which outranks a title match.
+        # One search, a page scored by its best match: an id match (in any case; as spelled first) outranks an alias
+        # match, the strongest holder of the alias first (its own, then merged for a term it names, then for a term its
+        # id names: snippets.repository ALIAS_OWN, …), which outranks a title match.
         names = tantivy.Query.disjunction_max_query(
             [
                 tantivy.Query.const_score_query(tantivy.Query.term_query(schema, field, term), score)
                 for field, term, score in (
-                    ("id", needle, 3.0),
+                    ("id", query.strip(), 3.5),
+                    ("id_exact", needle, 3.0),
                     *(("alias_rank", f"{rank}:{needle}", 2.0 - rank / 4) for rank in (ALIAS_OWN, ALIAS_NAMED, ALIAS_BY_ID)),
                     ("title_exact", needle, 1.0),
                 )

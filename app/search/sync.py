@@ -61,7 +61,7 @@ from app.search.text import (
     plain_word,
 )
 
-FORMAT = 2
+FORMAT = 3
 """The version of the documents a generation holds (their fields and what goes into them): bump it when that changes,
 and every host's index is built anew on its next sync (part of `basis`)."""
 PAGE_FIELDS = {"title": 10.0, "aliases": 10.0, "tags": 5.0, "headings": 3.0, "body": 1.0}
@@ -115,7 +115,8 @@ def field_of(name: str, term: str) -> str:
 
 def _page_schema() -> Any:
     sb = tantivy.SchemaBuilder()
-    sb.add_text_field("id", tokenizer_name="raw")
+    sb.add_text_field("id", tokenizer_name="raw")  # as written: what a page's documents are deleted by
+    sb.add_text_field("id_exact", tokenizer_name="raw", index_option="basic")  # lowercased, as a query is asked
     for name in PAGE_FIELDS:
         sb.add_text_field(name, tokenizer_name=ANALYZER, index_option="freq")
         sb.add_text_field(name + IDS, tokenizer_name=IDS_ANALYZER, index_option="freq")
@@ -516,6 +517,7 @@ def _add_page(pages: Any, sections: Any, number: int, row: Any, rows: list[Any],
     languages = [str(lang) for lang in meta.get("languages") or []]
     doc = tantivy.Document()
     doc.add_text("id", row.id)
+    doc.add_text("id_exact", row.id.lower())
     _add_searched(doc, "title", f"{row.title} {row.id}")
     _add_searched(doc, "aliases", "\n".join(aliases))
     _add_searched(doc, "tags", " ".join(tags + archs))

@@ -1,8 +1,10 @@
-"""A KernelWiki repository's global terms served end to end: data/aliases.yaml's names go to the page about each term,
-and `/a/NAME`, resolve and search find that page first, never a source page or a page whose id only ends in the term.
+"""A KernelWiki repository's names served end to end: data/aliases.yaml's names go to the page about each term, and
+`/a/NAME`, resolve and search find that page first, never a source page or a page whose id only ends in the term; a page
+id with capitals, asked in any case, names its page.
 
 The repository is written here, in the KernelWiki format, with the shapes of the public one that went wrong: a doc page
-whose id ends in `-tma`, one ending in `-sm100`, and a migration page ending in `-tcgen05`, beside the pages about them.
+whose id ends in `-tma`, one ending in `-sm100`, and a migration page ending in `-tcgen05`, beside the pages about them;
+a PR page `pr-TensorRT-LLM-10042` and a page citing it throughout.
 """
 
 from __future__ import annotations
@@ -143,6 +145,31 @@ aliases: [TMEM]
 
 One warp allocates, every warp reads.
 """,
+    # An id with capitals, and a page that cites it throughout (it outranked the PR page by its words).
+    "sources/prs/TensorRT-LLM/PR-10042.md": """\
+---
+id: pr-TensorRT-LLM-10042
+title: Fuse the gate into the grouped GEMM
+repo: NVIDIA/TensorRT-LLM
+pr: 10042
+---
+
+# Description
+
+One launch instead of two.
+""",
+    "wiki/kernels/tensorrt-llm-moe-gemm.md": """\
+---
+id: kernel-tensorrt-llm-moe-gemm
+title: TensorRT-LLM grouped GEMM for mixture-of-experts layers (PR 10042)
+type: kernel
+sources: [pr-TensorRT-LLM-10042]
+---
+
+# Grouped GEMM
+
+TensorRT-LLM PR 10042 fused the gate: pr-TensorRT-LLM-10042 keeps one launch in TensorRT-LLM.
+""",
 }
 
 
@@ -191,3 +218,12 @@ def test_a_global_term_goes_to_the_page_about_it_and_a_and_search_find_that_page
     # The words still find the pages that use them most; the page about the term leads.
     found = [r["id"] for r in live.get("/api/search", params={"q": "cp.async.bulk tiles"}).json()["results"]]
     assert "doc-cuda-13-0-2-tma" in found
+
+
+def test_a_query_that_is_a_page_id_in_any_case_finds_that_page_first(live) -> None:  # noqa: ANN001
+    for name in ("pr-TensorRT-LLM-10042", "pr-tensorrt-llm-10042", "PR-TENSORRT-LLM-10042"):
+        assert _first(live, name) == "pr-TensorRT-LLM-10042", name
+        assert _target(live, name) == "pr-TensorRT-LLM-10042", name
+        assert live.get("/api/resolve", params={"name": name}).json()["id"] == "pr-TensorRT-LLM-10042", name
+    found = [r["id"] for r in live.get("/api/search", params={"q": "TensorRT-LLM 10042"}).json()["results"]]
+    assert found[0] == "kernel-tensorrt-llm-moe-gemm"  # words, not the id: the page that uses them most leads
