@@ -41,9 +41,6 @@ FOLDER_TYPES = {
 }
 """The type of a page that declares none, from its folder (the KernelWiki layout; longest prefix wins)."""
 
-FAMILY_NAMES = {"blackwell": "sm100", "hopper": "sm90", "ampere": "sm80"}
-"""Architecture family names pages may use in `architectures:` (kept for views and search; no block is built for them)."""
-
 TERM_ID_PREFIXES = ("hw-", "technique-", "pattern-", "kernel-", "lang-", "api-", "concept-", "guide-", "reference-", "tool-")
 """Short type prefixes an id may put before a canonical term of data/aliases.yaml (`hw-tma` ↔ tma), for a page whose
 type declares no `id_prefix` in the schema (where it does, that prefix alone)."""

@@ -62,7 +62,7 @@ COLUMNS: dict[Any, tuple[str, ...]] = {
 """Each table a page fills → its columns, in the order of the tuples `page_rows` makes (the insertion order)."""
 TABLES = {table.__tablename__: table for table in COLUMNS}
 
-ROWS_VERSION = 3
+ROWS_VERSION = 4
 """The version of what a page's rows hold for the same file and data files (the aliases merged, the architectures
 kept): bump it when that changes, and every index reparses every page once (it is part of
 app/index/build.py's `data_files_digest`), its full-text index following (app/search/sync.py)."""
@@ -86,7 +86,7 @@ def page_rows(
         "id": pid,
         "title": page.title,
         "type": page.type,
-        "architectures": page.architectures,
+        "architectures": page.declared_architectures,  # families too: shown, faceted, searched (never built)
         "languages": page.languages,
         "tags": page.tags,
         "aliases": page.aliases,
@@ -122,7 +122,7 @@ def page_rows(
         "alias": [(pid, a, a.lower(), page.alias_ranks.get(a, ALIAS_OWN)) for a in page.aliases],
         "tag": [(pid, t) for t in page.tags],
         "language": [(pid, lang) for lang in page.languages],
-        "architecture": [(pid, a, family(a)) for a in page.architectures],
+        "architecture": [(pid, a, family(a)) for a in page.declared_architectures],
         "link": [(pid, t, kind, False) for kind in ("related", "sources") for t in getattr(page, kind)],
         "section": [(pid, s.position, s.level, s.heading, s.anchor, line + s.line, s.text) for s in parsed.sections],
         "snippet": [

@@ -49,13 +49,12 @@ from sqlmodel import col
 from app.cache import LRU
 from app.index.db import chunks, index_generation, rows_basis
 from app.index.facets import FILTER_FACETS
+from app.index.filters import normalize_arch
 from app.index.models import AliasRow, PageRow, SectionRow
 from app.schemas import SearchPublic
 from app.search.folder import DIGEST, INDEXES, STATE, HostFolder, Pointer
 from app.search.text import (
     MAX_WORD,
-    arch_forms,
-    fold,
     forget_terms,
     index_terms,
     plain_word,
@@ -541,7 +540,7 @@ def _add_page(pages: Any, sections: Any, number: int, row: Any, rows: list[Any],
     _add_terms(doc, "headings", headings)
     _add_terms(doc, "body", texts)
     doc.add_text("type", row.type)
-    for fam in dict.fromkeys(_family(a) for a in archs):
+    for fam in dict.fromkeys(normalize_arch(a) for a in archs):  # as the arch filter asks (sm90a ≡ sm90; blackwell)
         doc.add_text("arch", fam)
     for tag in dict.fromkeys(t.lower() for t in tags):
         doc.add_text("tag", tag)
@@ -646,8 +645,3 @@ def _pack_section(heading: str, anchor: str, text: str) -> bytes:
 def _unpack_section(data: bytes) -> dict[str, str]:
     heading, anchor, text = bytes(data).decode().split(SECTION_SEPARATOR)
     return {"heading": heading, "anchor": anchor, "text": text}
-
-
-def _family(arch: str) -> str:
-    forms = arch_forms(fold(arch).replace("-", ""))
-    return forms[-1] if forms else fold(arch)

@@ -9,6 +9,9 @@ a PR page `pr-TensorRT-LLM-10042` and a page citing it throughout.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -45,6 +48,12 @@ wiki-migration:
     id_prefix: migration-
 source-doc:
   required: [id, title]
+source-pr:
+  required: [id, title]
+"""
+
+TAGS = """\
+architectures: [sm90a, sm100a, blackwell]
 """
 
 PAGES = {
@@ -113,12 +122,16 @@ aliases: [tcgen05]
 id: hw-sm100
 title: The Blackwell streaming multiprocessor
 type: hardware
-architectures: [sm100a]
+architectures: [sm100a, blackwell]
 ---
 
 # SM
 
-Datacenter Blackwell parts.
+Datacenter parts.
+
+```cuda
+__global__ void touch(int* out) { out[threadIdx.x] = 1; }
+```
 """,
     # Two pages claim tmem: hw-tmem by its id alone, technique-tmem-allocation by naming TMEM in its own aliases.
     "wiki/hardware/tmem.md": """\
@@ -163,12 +176,27 @@ One launch instead of two.
 id: kernel-tensorrt-llm-moe-gemm
 title: TensorRT-LLM grouped GEMM for mixture-of-experts layers (PR 10042)
 type: kernel
+architectures: [sm100a]
 sources: [pr-TensorRT-LLM-10042]
 ---
 
 # Grouped GEMM
 
-TensorRT-LLM PR 10042 fused the gate: pr-TensorRT-LLM-10042 keeps one launch in TensorRT-LLM.
+TensorRT-LLM PR 10042 fused the gate: pr-TensorRT-LLM-10042 keeps one launch in TensorRT-LLM for MoE layers.
+""",
+    # A page that declares only the family: its words never say it.
+    "sources/prs/demo/PR-5.md": """\
+---
+id: pr-demo-5
+title: Fused MoE routing
+repo: example/demo
+pr: 5
+architectures: [blackwell]
+---
+
+# Description
+
+Routes each token to its experts in one launch.
 """,
 }
 
@@ -178,6 +206,7 @@ def write_repository(root: Path) -> Path:
     (root / "data").mkdir(parents=True)
     (root / "data" / "aliases.yaml").write_text(ALIASES)
     (root / "data" / "schemas.yaml").write_text(SCHEMAS)
+    (root / "data" / "tags.yaml").write_text(TAGS)  # its vocabulary allows the family
     for rel, text in PAGES.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
@@ -227,3 +256,47 @@ def test_a_query_that_is_a_page_id_in_any_case_finds_that_page_first(live) -> No
         assert live.get("/api/resolve", params={"name": name}).json()["id"] == "pr-TensorRT-LLM-10042", name
     found = [r["id"] for r in live.get("/api/search", params={"q": "TensorRT-LLM 10042"}).json()["results"]]
     assert found[0] == "kernel-tensorrt-llm-moe-gemm"  # words, not the id: the page that uses them most leads
+
+
+def _ids(live: httpx.Client, **params: str) -> list[str]:
+    answer = live.get("/api/search", params=params)
+    assert answer.status_code == 200, answer.text
+    return [r["id"] for r in answer.json()["results"]]
+
+
+def test_an_architecture_family_is_kept_for_facets_the_arch_filter_and_search_and_never_built(
+    live,  # noqa: ANN001
+    wiki_dir: Path,
+    tmp_path: Path,
+) -> None:
+    assert live.get("/api/pages/pr-demo-5").json()["meta"]["architectures"] == ["blackwell"]
+    hw = live.get("/api/pages/hw-sm100").json()
+    assert hw["meta"]["architectures"] == ["sm100a", "blackwell"]
+    assert [s["targets"] for s in hw["snippets"]] == [["sm_100a"]]  # the family is no build target
+    # the arch filter: the pages that declare the family (in any case), not every sm100 page
+    assert set(_ids(live, q="moe")) == {"pr-demo-5", "kernel-tensorrt-llm-moe-gemm"}
+    for arch in ("blackwell", "Blackwell"):
+        assert _ids(live, q="moe", arch=arch) == ["pr-demo-5"], arch
+    assert _ids(live, q="moe", arch="sm100") == ["kernel-tensorrt-llm-moe-gemm"]
+    # the word finds the pages that declare it, though their text never says it
+    assert set(_ids(live, q="blackwell")) >= {"pr-demo-5", "hw-sm100"}
+    searched = live.get("/api/search", params={"q": "moe", "facets": "arch"}).json()
+    assert searched["facets"]["arch"] == {"blackwell": 1, "sm100": 1}
+    # the listing, its facets (the home page's) and the by-architecture view
+    listed = live.get("/api/pages", params={"arch": "blackwell"}).json()
+    assert sorted(p["id"] for p in listed["pages"]) == ["hw-sm100", "pr-demo-5"]
+    assert live.get("/api/pages").json()["facets"]["arch"]["blackwell"] == 2
+    view = live.get("/api/queries/by-architecture").json()
+    assert {g["value"]: [p["id"] for p in g["pages"]] for g in view["groups"]}["blackwell"] == ["hw-sm100", "pr-demo-5"]
+    assert live.get("/api/search", params={"q": "moe", "arch": "volta"}).status_code == 422  # a name no list has
+    # the command line asks the same searcher
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli.main", "search", "moe", "--arch", "blackwell", "--json"]
+        + ["--wiki", str(wiki_dir), "--db", f"sqlite:///{tmp_path / 'cli.db'}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [r["id"] for r in json.loads(done.stdout)["results"]] == ["pr-demo-5"]
