@@ -19,7 +19,13 @@ KNOWN_ARCHITECTURES: tuple[str, ...] = (
     "sm100", "sm100a", "sm100f", "sm101", "sm101a", "sm103", "sm103a",
     "sm110", "sm110a", "sm120", "sm120a", "sm121", "sm121a",
 )  # fmt: skip
-"""Normalized architectures a page's `architectures:` or a block's `arch=` may name."""
+"""Normalized architectures a page's `architectures:` or a block's `arch=` may name: the build targets."""
+
+FAMILIES: dict[str, str] = {"blackwell": "sm100", "hopper": "sm90", "ampere": "sm80"}
+"""Architecture family names a page's `architectures:` may hold beside its targets (→ the architecture they name).
+Kept as the page declares them: its `meta.architectures`, its rows in the architecture table (the facet, the
+by-architecture view, the `arch` filter) and its search terms; never a build target: no block is compiled for one
+(a page's `Page.architectures`, what the runner builds, leaves them out)."""
 
 ANY_TARGET = "any"
 """Target of a block that needs no particular architecture: built once, run on any GPU."""
@@ -36,7 +42,9 @@ def target_of(architecture: str) -> str:
 
 
 def family(architecture: str) -> str:
-    """`sm90a` → `sm90`, `sm100f` → `sm100`: the architecture without its `a`/`f` suffix."""
+    """`sm90a` → `sm90`, `sm100f` → `sm100`: the architecture without its `a`/`f` suffix; a family name is its own."""
+    if architecture in FAMILIES:
+        return architecture
     return architecture[:-1] if architecture[-1:] in ("a", "f") else architecture
 
 

@@ -17,10 +17,9 @@ from typing import Any
 
 import yaml
 
-from snippets.architectures import KNOWN_ARCHITECTURES, normalize_architecture
+from snippets.architectures import FAMILIES, KNOWN_ARCHITECTURES, normalize_architecture
 from snippets.diagnostic import Diagnostic
 from snippets.repository import (
-    FAMILY_NAMES,
     inside as inside,  # re-exported: app.index and app.pages import it from here
     open_repository,
     page_files,
@@ -50,19 +49,26 @@ class Page:
     body: str  # Markdown after the front matter, LF line endings
     body_line: int  # 1-based file line of the body's first line
     content_hash: str  # sha256 of the file's bytes, for incremental reindexing
-    architectures: list[str] = field(default_factory=list)  # normalized, e.g. ["sm90a", "sm100a"]
+    architectures: list[str] = field(default_factory=list)  # the build targets, normalized: ["sm90a", "sm100a"]
     languages: list[str] = field(default_factory=list)  # '*' means any
     tags: list[str] = field(default_factory=list)
-    aliases: list[str] = field(default_factory=list)
+    aliases: list[str] = field(default_factory=list)  # its own, then those merged from data/aliases.yaml (the index's)
+    alias_ranks: dict[str, int] = field(default_factory=dict)  # merged alias → how it is held (snippets/repository.py)
     related: list[str] = field(default_factory=list)  # page ids
     sources: list[str] = field(default_factory=list)  # ids of `type: source` pages
     confidence: str | None = None  # verified, source-reported, inferred, ...
     evidence_level: str | None = None  # spec, benchmark, upstream-code, ...
     evidence_basis: list[dict[str, str]] = field(default_factory=list)  # [{source_id, evidence_type}]
     extra: dict[str, Any] = field(default_factory=dict)  # unknown keys, JSON-safe
-    families: list[str] = field(default_factory=list)  # architecture family names of `architectures:` (blackwell, hopper)
+    families: list[str] = field(default_factory=list)  # family names of `architectures:` (blackwell): never built
     front: dict[str, Any] = field(default_factory=dict)  # the front matter as written, JSON-safe (the schema checks read it)
     field_lines: dict[str, int] = field(default_factory=dict)  # front-matter key -> file line
+
+    @property
+    def declared_architectures(self) -> list[str]:
+        """`architectures:` as the page declares it, normalized: its targets, then its families (snippets.architectures
+        FAMILIES). What the index stores and shows; only `architectures` is built."""
+        return [*self.architectures, *self.families]
 
     def line_of(self, key: str) -> int:
         """File line of a front-matter key, or 1 when it is absent."""
@@ -205,8 +211,9 @@ def parse_page(raw: bytes, rel: str) -> tuple[Page | None, list[Diagnostic]]:
     families: list[str] = []
     for value in _as_list(data.get("architectures"), "architectures", line_of("architectures"), rel, diags, True):
         norm = normalize_architecture(value)
-        if norm in FAMILY_NAMES:
-            families.append(norm)
+        if norm in FAMILIES:
+            if norm not in families:
+                families.append(norm)
         elif norm not in KNOWN_ARCHITECTURES:
             diags.append(
                 Diagnostic(
@@ -251,6 +258,7 @@ def parse_page(raw: bytes, rel: str) -> tuple[Page | None, list[Diagnostic]]:
         evidence_basis=basis,
         extra=extra,
         families=families,
+        alias_ranks={},  # the index merges data/aliases.yaml's (app/index/build.py)
         front=_json_safe(data),
         field_lines=field_lines,
         **lists,

@@ -41,8 +41,14 @@ FOLDER_TYPES = {
 }
 """The type of a page that declares none, from its folder (the KernelWiki layout; longest prefix wins)."""
 
-FAMILY_NAMES = {"blackwell": "sm100", "hopper": "sm90", "ampere": "sm80"}
-"""Architecture family names pages may use in `architectures:` (kept for views and search; no block is built for them)."""
+TERM_ID_PREFIXES = ("hw-", "technique-", "pattern-", "kernel-", "lang-", "api-", "concept-", "guide-", "reference-", "tool-")
+"""Short type prefixes an id may put before a canonical term of data/aliases.yaml (`hw-tma` ↔ tma), for a page whose
+type declares no `id_prefix` in the schema (where it does, that prefix alone)."""
+
+ALIAS_OWN, ALIAS_NAMED, ALIAS_BY_ID = 0, 1, 2
+"""How a page holds an alias, strongest first: written in its own front matter; merged from data/aliases.yaml for a term
+its own aliases or title name; merged for a term its id names (`Repository.aliases_for`). Where several pages hold one
+name, `/a/NAME`, resolve and search's exact match take the strongest holder (then the first id)."""
 
 BUILTIN_SCHEMA = Path(__file__).with_name("schemas.yaml")
 BUILTIN_TAGS = Path(__file__).with_name("tags.yaml")
@@ -112,14 +118,42 @@ class Repository:
     def known_types(self) -> list[str]:
         return sorted({name.removeprefix("wiki-") for name in self.types})
 
-    def aliases_for(self, page_id: str, own: list[str]) -> list[str]:
-        """Global aliases a page takes on: those of the canonical term its id names (`hw-tmem` → tmem) or that it aliases already."""
-        lowered = {a.lower() for a in own}
-        extra: list[str] = []
+    def term_prefixes(self, page_type: str) -> tuple[str, ...]:
+        """The short prefixes an id of this type puts before a term: its schema's `id_prefix`, else TERM_ID_PREFIXES."""
+        schema = self.schema_for(page_type)
+        declared = schema.constraints.get("id_prefix") if schema is not None else None
+        return (str(declared),) if isinstance(declared, str) and declared else TERM_ID_PREFIXES
+
+    def aliases_for(self, page_id: str, page_type: str, title: str, own: list[str]) -> list[tuple[str, int]]:
+        """The global aliases (data/aliases.yaml) a page takes on, each with how it holds them (ALIAS_NAMED, ALIAS_BY_ID).
+
+        A source page takes none: it is evidence about a term, not the page about it. Another page claims a
+        canonical term when its own aliases or its title name the term or one of the term's names (ALIAS_NAMED:
+        `aliases: [TMA]` claims tma), or else when its id is the term or exactly its type's short prefix followed
+        by the term (ALIAS_BY_ID: `hw-tma`; never `doc-cuda-13-0-2-tma` or `migration-wgmma-to-tcgen05`, where the
+        term only ends a longer id). It then takes those of the term's names and the term it does not hold in any case.
+        Case-insensitive throughout; a page's claims depend on the page alone (it is parsed alone), and where two
+        pages claim one term the strongest holder of each name wins (ALIAS_OWN, ALIAS_NAMED, ALIAS_BY_ID).
+        """
+        if not self.aliases or is_source_type(page_type):
+            return []
+        held = {a.strip().lower() for a in own}
+        naming = held | {title.strip().lower()}
+        pid = page_id.lower()
+        named_by_id = {pid} | {pid[len(p) :] for p in self.term_prefixes(page_type) if pid.startswith(p.lower())}
+        extra: list[tuple[str, int]] = []
         for term, names in self.aliases.items():
-            if page_id == term or page_id.endswith("-" + term) or term.lower() in lowered or lowered & {n.lower() for n in names}:
-                extra += [n for n in [term, *names] if n.lower() not in lowered and n != page_id]
-                lowered |= {n.lower() for n in [term, *names]}
+            every = [*names, term]  # the names first: `TMA` is shown rather than the term `tma`
+            if naming & {n.strip().lower() for n in every}:
+                rank = ALIAS_NAMED
+            elif term.strip().lower() in named_by_id:
+                rank = ALIAS_BY_ID
+            else:
+                continue
+            for name in every:
+                if name.strip() and name.strip().lower() not in held and name.strip().lower() != pid:
+                    extra.append((name, rank))
+                    held.add(name.strip().lower())
         return extra
 
 

@@ -23,7 +23,15 @@ from sqlalchemy import delete, exists, insert, or_, update
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
-from app.index.db import bulk_insert, chunks, copy_text, index_generation, insert_rows, serialize_status_writers
+from app.index.db import (
+    DATA_STATE_KEY,
+    bulk_insert,
+    chunks,
+    copy_text,
+    index_generation,
+    insert_rows,
+    serialize_status_writers,
+)
 from app.index.markdown import first_sentence, outline
 from app.index.models import (
     AliasRow,
@@ -42,7 +50,7 @@ from app.index.models import (
     StateRow,
     TagRow,
 )
-from app.index.page_rows import COLUMNS, TABLES, FreshJudge, page_rows
+from app.index.page_rows import COLUMNS, ROWS_VERSION, TABLES, FreshJudge, page_rows
 from app.index.pagefile import read_page
 from app.index.pages import links_leaving, schema_problems
 from app.lifeline import exit_with
@@ -174,8 +182,10 @@ def prepare(task: Task, setting: Setting | None = None) -> Prepared:
     repo = setting.repo
     schema: list[Diagnostic] = []
     if repo is not None:
-        if repo.aliases:
-            page.aliases = page.aliases + repo.aliases_for(page.id, page.aliases)  # data/aliases.yaml merged
+        merged = repo.aliases_for(page.id, page.type, page.title, page.aliases)  # data/aliases.yaml's, with their ranks
+        if merged:
+            page.aliases = page.aliases + [name for name, _rank in merged]
+            page.alias_ranks = dict(merged)
         schema = schema_problems(repo, page)  # stored with the file's diagnostics: the page and the API show them
     parsed = outline(page.body)
     found: list[dict[str, Any]] = []
@@ -333,12 +343,12 @@ def bump_generation(conn: Connection) -> None:
 
 DATA_FILES = ("data/schemas.yaml", "data/tags.yaml", "data/aliases.yaml")
 """A repository's data files: a change to any of them reparses every page (aliases, schema findings, vocabulary)."""
-DATA_STATE_KEY = "data_files"
 
 
 def data_files_digest(root: Path) -> int:
-    """A number for the contents of the root's data files (a missing file counts as such): 28 bits of a SHA-256 (index_state holds 32-bit integers)."""
-    digest = hashlib.sha256()
+    """A number for the contents of the root's data files (a missing file counts as such) and `ROWS_VERSION`: what every
+    page's rows depend on besides its own file. 28 bits of a SHA-256 (index_state holds 32-bit integers)."""
+    digest = hashlib.sha256(f"rows {ROWS_VERSION}\0".encode())
     for name in DATA_FILES:
         try:
             raw = (root / name).read_bytes()

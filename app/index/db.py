@@ -22,6 +22,9 @@ T = TypeVar("T")
 
 GENERATION_SQL = "SELECT value FROM index_state WHERE key = 'generation'"
 INSTANCE_SQL = "SELECT value FROM index_state WHERE key = 'instance'"
+DATA_STATE_KEY = "data_files"
+"""index_state's key for what every page's rows were made from besides its file (app.index.build `data_files_digest`)."""
+ROWS_BASIS_SQL = f"SELECT value FROM index_state WHERE key = '{DATA_STATE_KEY}'"
 
 
 def index_generation(conn: Connection) -> int | None:
@@ -31,6 +34,12 @@ def index_generation(conn: Connection) -> int | None:
     execution costs more than the query.
     """
     return _scalar(conn, GENERATION_SQL)
+
+
+def rows_basis(conn: Connection) -> int | None:
+    """What every page's rows were made from besides its file, as the last reindex recorded it (the data files and the
+    rows version: app.index.build `data_files_digest`); None before one. When it moves, every page was reparsed."""
+    return _scalar(conn, ROWS_BASIS_SQL)
 
 
 def _scalar(conn: Connection, sql: str) -> Any:

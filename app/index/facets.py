@@ -32,6 +32,4 @@ def facet_rows(page: Page) -> list[dict[str, Any]]:
     repo = page.front.get(REPO_FACET)
     if isinstance(repo, str) and repo:
         rows.append({"page_id": page.id, "facet": REPO_FACET, "value": repo})
-    for fam in page.families:
-        rows.append({"page_id": page.id, "facet": "architecture_family", "value": fam})
     return rows

@@ -15,8 +15,11 @@ def resolve(conn: Connection, name: str) -> str | None:
     if not needle:
         return None
     for stmt in (
-        select(col(PageRow.id)).where(col(PageRow.id) == needle),  # ids are lowercase by rule
-        select(col(AliasRow.page_id)).where(col(AliasRow.alias_lower) == needle).order_by(col(AliasRow.page_id)),
+        select(col(PageRow.id)).where(col(PageRow.id) == name.strip()),  # the id as spelled (pr-TensorRT-LLM-10042)
+        select(col(PageRow.id)).where(col(PageRow.id_lower) == needle).order_by(col(PageRow.id)),  # in any case
+        select(col(AliasRow.page_id))  # the strongest holder of the name (snippets.repository ALIAS_OWN, …)
+        .where(col(AliasRow.alias_lower) == needle)
+        .order_by(col(AliasRow.rank), col(AliasRow.page_id)),
         select(col(PageRow.id)).where(col(PageRow.title_lower) == needle).order_by(col(PageRow.id)),
     ):
         found = conn.execute(stmt.limit(1)).scalar()

@@ -15,6 +15,7 @@ class PageRow(SQLModel, table=True):
         Index("ix_page_summary", "id", "type", "title", "description"),  # /llms.txt reads these alone (0014v)
     )
     id: str = Field(primary_key=True)
+    id_lower: str | None = Field(default=None, index=True)  # for case-insensitive resolution by id (0016)
     title: str
     title_lower: str = Field(index=True)  # for case-insensitive resolution by title
     type: str = Field(index=True)
@@ -57,6 +58,7 @@ class AliasRow(SQLModel, table=True):
     page_id: str = Field(index=True)
     alias: str
     alias_lower: str = Field(index=True)
+    rank: int = 0  # how the page holds it: snippets.repository ALIAS_OWN, ALIAS_NAMED, ALIAS_BY_ID (0015)
 
 
 class TagRow(SQLModel, table=True):

@@ -29,10 +29,12 @@ from app.index.models import (
 from app.index.perf import CLAIM_FIELDS, rows_for as perf_rows
 from snippets.architectures import family
 from snippets.page import Page
+from snippets.repository import ALIAS_OWN
 
 COLUMNS: dict[Any, tuple[str, ...]] = {
     PageRow: (
         "id",
+        "id_lower",
         "title",
         "title_lower",
         "type",
@@ -46,7 +48,7 @@ COLUMNS: dict[Any, tuple[str, ...]] = {
         "content_hash",
         "description",
     ),
-    AliasRow: ("page_id", "alias", "alias_lower"),
+    AliasRow: ("page_id", "alias", "alias_lower", "rank"),
     TagRow: ("page_id", "tag"),
     LanguageRow: ("page_id", "language"),
     ArchitectureRow: ("page_id", "arch", "family"),
@@ -59,6 +61,11 @@ COLUMNS: dict[Any, tuple[str, ...]] = {
 }
 """Each table a page fills → its columns, in the order of the tuples `page_rows` makes (the insertion order)."""
 TABLES = {table.__tablename__: table for table in COLUMNS}
+
+ROWS_VERSION = 4
+"""The version of what a page's rows hold for the same file and data files (the aliases merged, the architectures
+kept): bump it when that changes, and every index reparses every page once (it is part of
+app/index/build.py's `data_files_digest`), its full-text index following (app/search/sync.py)."""
 
 FreshJudge = Callable[[dict[str, Any]], tuple[str, list[tuple[str, int, str, int]]]]
 """A snippet (`Snippet.to_dict()`) → its status and dashboard lines (target, target order, status, status rank)
@@ -79,7 +86,7 @@ def page_rows(
         "id": pid,
         "title": page.title,
         "type": page.type,
-        "architectures": page.architectures,
+        "architectures": page.declared_architectures,  # families too: shown, faceted, searched (never built)
         "languages": page.languages,
         "tags": page.tags,
         "aliases": page.aliases,
@@ -97,6 +104,7 @@ def page_rows(
         "page": [
             (
                 pid,
+                pid.lower(),
                 page.title,
                 page.title.lower(),
                 page.type,
@@ -111,10 +119,10 @@ def page_rows(
                 description,
             )
         ],
-        "alias": [(pid, a, a.lower()) for a in page.aliases],
+        "alias": [(pid, a, a.lower(), page.alias_ranks.get(a, ALIAS_OWN)) for a in page.aliases],
         "tag": [(pid, t) for t in page.tags],
         "language": [(pid, lang) for lang in page.languages],
-        "architecture": [(pid, a, family(a)) for a in page.architectures],
+        "architecture": [(pid, a, family(a)) for a in page.declared_architectures],
         "link": [(pid, t, kind, False) for kind in ("related", "sources") for t in getattr(page, kind)],
         "section": [(pid, s.position, s.level, s.heading, s.anchor, line + s.line, s.text) for s in parsed.sections],
         "snippet": [

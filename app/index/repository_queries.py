@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select, union
+from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from app.index.models import ArchitectureRow, FacetRow, LanguageRow, PageRow, table_of
@@ -66,8 +66,8 @@ def _pairs(name: str) -> Any:
         lang = table_of(LanguageRow)
         return select(lang.c.language.label("value"), lang.c.page_id.label("page_id")).distinct()
     if name == "by-architecture":
-        a = table_of(ArchitectureRow)
-        return union(select(a.c.family.label("value"), a.c.page_id.label("page_id")), facet("architecture_family"))
+        a = table_of(ArchitectureRow)  # targets by family (sm90) and family names (blackwell)
+        return select(a.c.family.label("value"), a.c.page_id.label("page_id")).distinct()
     raise KeyError(name)
 
 

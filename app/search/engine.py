@@ -44,6 +44,7 @@ from app.search.text import (
     root,
     words as words_of,
 )
+from snippets.repository import ALIAS_BY_ID, ALIAS_NAMED, ALIAS_OWN
 
 SECTION_SOURCE = {"heading": "headings", "text": "body"}
 """The page field whose term dictionary a section field's expansions come from."""
@@ -276,11 +277,18 @@ class SearchEngine(SyncedIndex):
         needle = query.strip().lower()
         if not needle or len(needle) > MAX_WORD:
             return None
-        # One search: an id match outranks an alias match, which outranks a title match.
-        names = tantivy.Query.boolean_query(
+        # One search, a page scored by its best match: an id match (in any case; as spelled first) outranks an alias
+        # match, the strongest holder of the alias first (its own, then merged for a term it names, then for a term its
+        # id names: snippets.repository ALIAS_OWN, …), which outranks a title match.
+        names = tantivy.Query.disjunction_max_query(
             [
-                (tantivy.Occur.Should, tantivy.Query.const_score_query(tantivy.Query.term_query(schema, field, needle), rank))
-                for field, rank in (("id", 3.0), ("alias_exact", 2.0), ("title_exact", 1.0))
+                tantivy.Query.const_score_query(tantivy.Query.term_query(schema, field, term), score)
+                for field, term, score in (
+                    ("id", query.strip(), 3.5),
+                    ("id_exact", needle, 3.0),
+                    *(("alias_rank", f"{rank}:{needle}", 2.0 - rank / 4) for rank in (ALIAS_OWN, ALIAS_NAMED, ALIAS_BY_ID)),
+                    ("title_exact", needle, 1.0),
+                )
             ]
         )
         found = searcher.search(tantivy.Query.boolean_query([(tantivy.Occur.Must, names), *must]), limit=1, count=False)

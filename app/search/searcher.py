@@ -58,7 +58,7 @@ class Searcher:
         """Filter values no page can have (type, arch, confidence, the facets), each with the values allowed.
 
         `sync=False`: read the values of the generation open now (the caller caught up: `caught_up`)."""
-        from snippets.architectures import KNOWN_ARCHITECTURES, normalize_architecture
+        from snippets.architectures import FAMILIES, KNOWN_ARCHITECTURES, normalize_architecture
         from snippets.page import KNOWN_TYPES
 
         facets = {name: getattr(filters, name) for name in FILTER_FACETS if getattr(filters, name)}
@@ -71,8 +71,8 @@ class Searcher:
         problems = []
         if filters.type and filters.type not in KNOWN_TYPES | set(values["type"]):
             problems.append(FilterProblem("type", filters.type, sorted(KNOWN_TYPES | set(values["type"]))))
-        if filters.arch and normalize_architecture(filters.arch) not in KNOWN_ARCHITECTURES:
-            problems.append(FilterProblem("arch", filters.arch, list(KNOWN_ARCHITECTURES)))
+        if filters.arch and normalize_architecture(filters.arch) not in (*KNOWN_ARCHITECTURES, *FAMILIES):
+            problems.append(FilterProblem("arch", filters.arch, [*KNOWN_ARCHITECTURES, *FAMILIES]))
         if filters.confidence and filters.confidence not in values["confidence"]:
             problems.append(FilterProblem("confidence", filters.confidence, values["confidence"]))
         for name, value in facets.items():  # values as the index holds them: lowercase

@@ -8,7 +8,11 @@ process, so both database backends answer identically by construction.
 the index generation (one small query per search, at most every `refresh_s`)
 and, when that moved, opens the generation folder published for it, or builds
 one from the previous folder, re-adding only the pages whose content hash or
-path changed, and publishes it for the other processes.
+path changed, and publishes it for the other processes. A generation is built
+for one basis (`basis`): the documents' format here (`FORMAT`) and what the SQL
+rows were made from besides the files (the data files and the rows version,
+`app.index.db.rows_basis`); when either moved, every page was reparsed with the
+same content hashes, so the generation is built anew rather than reused.
 
 Two tantivy indexes: one document per page (ranked, counted, filtered and
 faceted by app/search/engine.py) and one per section (to name the best section of each returned
@@ -43,20 +47,22 @@ from sqlalchemy.engine import Connection
 from sqlmodel import col
 
 from app.cache import LRU
-from app.index.db import chunks, index_generation
+from app.index.db import chunks, index_generation, rows_basis
 from app.index.facets import FILTER_FACETS
-from app.index.models import PageRow, SectionRow
+from app.index.filters import normalize_arch
+from app.index.models import AliasRow, PageRow, SectionRow
 from app.schemas import SearchPublic
 from app.search.folder import DIGEST, INDEXES, STATE, HostFolder, Pointer
 from app.search.text import (
     MAX_WORD,
-    arch_forms,
-    fold,
     forget_terms,
     index_terms,
     plain_word,
 )
 
+FORMAT = 3
+"""The version of the documents a generation holds (their fields and what goes into them): bump it when that changes,
+and every host's index is built anew on its next sync (part of `basis`)."""
 PAGE_FIELDS = {"title": 10.0, "aliases": 10.0, "tags": 5.0, "headings": 3.0, "body": 1.0}
 """Searched page fields and their boosts: title and aliases above tags, tags above headings, headings above body."""
 SECTION_FIELDS = {"heading": 3.0, "text": 1.0}
@@ -108,13 +114,15 @@ def field_of(name: str, term: str) -> str:
 
 def _page_schema() -> Any:
     sb = tantivy.SchemaBuilder()
-    sb.add_text_field("id", tokenizer_name="raw")
+    sb.add_text_field("id", tokenizer_name="raw")  # as written: what a page's documents are deleted by
+    sb.add_text_field("id_exact", tokenizer_name="raw", index_option="basic")  # lowercased, as a query is asked
     for name in PAGE_FIELDS:
         sb.add_text_field(name, tokenizer_name=ANALYZER, index_option="freq")
         sb.add_text_field(name + IDS, tokenizer_name=IDS_ANALYZER, index_option="freq")
     for name in FILTER_FIELDS:
         sb.add_text_field(name, tokenizer_name="raw", fast=True, index_option="basic")
     sb.add_text_field("alias_exact", tokenizer_name="raw", index_option="basic")
+    sb.add_text_field("alias_rank", tokenizer_name="raw", index_option="basic")  # `rank:alias`: how the page holds it
     sb.add_text_field("title_exact", tokenizer_name="raw", index_option="basic")
     sb.add_unsigned_field("page_no", fast=True)
     sb.add_bytes_field("data", stored=True)
@@ -376,7 +384,8 @@ class SyncedIndex:
         generation's table (`state.json`) are read only to build: at 30,000 pages reading both kept ~18 MB of a
         worker's heap (freed to the allocator, not to the system), for nothing when the folder was current.
         """
-        if base is not None and folder.digest(base.folder) == pages_digest(conn):
+        made_for = basis(conn)
+        if base is not None and folder.digest(base.folder) == pages_digest(conn, made_for):
             folder.publish(Pointer(base.folder, generation))
             return Pointer(base.folder, generation)
         # A page's content hash and path: a page is re-added when either changed.
@@ -385,9 +394,11 @@ class SyncedIndex:
             for pid, h, path in conn.execute(select(col(PageRow.id), col(PageRow.content_hash), col(PageRow.path)))
         }
         state = folder.state(base.folder) if base is not None else None
+        if state is not None and state.get("basis") != made_for:
+            state = None  # every page was made anew (or is written otherwise here): nothing of that generation is kept
         if base is not None and state is not None and state["hashes"] == current:
             pointer = Pointer(base.folder, generation)
-            _write_digest(folder.root / base.folder, current)  # a folder of a version without digests: from now on
+            _write_digest(folder.root / base.folder, current, made_for)  # a folder of a version without digests: from now on
         else:
             hashes: dict[str, str] = state["hashes"] if state is not None else {}
             numbers: dict[str, int] = state["page_no"] if state is not None else {}
@@ -398,8 +409,8 @@ class SyncedIndex:
             self._build(conn, path, sorted(current) if rebuild else changed, [] if rebuild else removed, rebuild, numbers)
             for pid in removed:
                 numbers.pop(pid, None)
-            state_text = json.dumps({"generation": generation, "hashes": current, "page_no": numbers})
-            _write_digest(path, current)
+            state_text = json.dumps({"generation": generation, "basis": made_for, "hashes": current, "page_no": numbers})
+            _write_digest(path, current, made_for)
             (path / STATE).write_text(state_text)  # last: its presence means the folder is complete
             pointer = Pointer(path.name, generation)
         folder.publish(pointer)
@@ -430,6 +441,13 @@ class SyncedIndex:
                 .order_by(col(SectionRow.page_id), col(SectionRow.position))
             ):
                 found.setdefault(row.page_id, []).append(row)
+            held: dict[str, list[tuple[str, int]]] = {}
+            for alias in conn.execute(
+                select(col(AliasRow.page_id), col(AliasRow.alias), col(AliasRow.rank))
+                .where(col(AliasRow.page_id).in_(chunk))
+                .order_by(col(AliasRow.page_id), col(AliasRow.id))
+            ):
+                held.setdefault(alias.page_id, []).append((alias.alias, alias.rank))
             for page in conn.execute(
                 select(
                     col(PageRow.id),
@@ -443,34 +461,42 @@ class SyncedIndex:
                 if page.id not in numbers:
                     numbers[page.id] = next_no
                     next_no += 1
-                _add_page(pages.writer, sections.writer, numbers[page.id], page, found.get(page.id, []))
+                _add_page(pages.writer, sections.writer, numbers[page.id], page, found.get(page.id, []), held.get(page.id, []))
         forget_terms()
         searcher = pages.finish()
         sections.finish()
         _write_words(path / "words", searcher)
 
 
-def pages_digest(conn: Connection) -> str:
-    """A digest of every page's id, content hash and path in the SQL index behind `conn`, streamed (no row is kept)."""
+def basis(conn: Connection) -> str:
+    """What a generation for the SQL index behind `conn` is made for besides its pages' files: `FORMAT` and the rows'
+    basis (`app.index.db.rows_basis`: the data files and the rows version)."""
+    return f"{FORMAT}/{rows_basis(conn)}"
+
+
+def pages_digest(conn: Connection, made_for: str | None = None) -> str:
+    """A digest of every page's id, content hash and path in the SQL index behind `conn`, streamed (no row is kept),
+    and of the `basis` (`made_for`, read from `conn` when not given)."""
+    made_for = basis(conn) if made_for is None else made_for
     query = select(col(PageRow.id), col(PageRow.content_hash), col(PageRow.path))
     # The option for this statement only: `conn.execution_options(...)` would change `conn` itself (SQLAlchemy 2).
     rows = conn.execute(query, execution_options={"yield_per": 2000})
-    return _digest(rows)
+    return _digest(rows, made_for)
 
 
-def _write_digest(path: Path, current: dict[str, str]) -> None:
-    """Write the digest of the pages `current` (id → content hash NUL path) into the generation folder `path`."""
-    (path / DIGEST).write_text(_digest((pid, *h.split("\0", 1)) for pid, h in current.items()))
+def _write_digest(path: Path, current: dict[str, str], made_for: str) -> None:
+    """Write the digest of the pages `current` (id → content hash NUL path) for `made_for` into the generation folder `path`."""
+    (path / DIGEST).write_text(_digest(((pid, *h.split("\0", 1)) for pid, h in current.items()), made_for))
 
 
-def _digest(rows: Iterable[Sequence[str]]) -> str:
-    """The count and the sum of the rows' hashes (id, content hash, path), so their order does not matter."""
+def _digest(rows: Iterable[Sequence[str]], made_for: str) -> str:
+    """The count and the sum of the rows' hashes (id, content hash, path), so their order does not matter, and the basis."""
     total = count = 0
     for pid, content_hash, path in rows:
         row = f"{pid}\0{content_hash}\0{path}".encode()
         total += int.from_bytes(hashlib.blake2b(row, digest_size=16).digest(), "big")
         count += 1
-    return f"{count}:{total % (1 << 128):032x}"
+    return f"{count}:{total % (1 << 128):032x}:{made_for}"
 
 
 def _release(held: list[IO[str]]) -> None:
@@ -479,15 +505,18 @@ def _release(held: list[IO[str]]) -> None:
         handle.close()
 
 
-def _add_page(pages: Any, sections: Any, number: int, row: Any, rows: list[Any]) -> None:
-    """One page's document and its sections' documents, added to the writers `pages` and `sections`."""
+def _add_page(pages: Any, sections: Any, number: int, row: Any, rows: list[Any], held: list[tuple[str, int]]) -> None:
+    """One page's document and its sections' documents, added to the writers `pages` and `sections`.
+
+    `rows` are its sections, `held` its aliases with how it holds each (the alias table's rows, in order)."""
     meta = json.loads(row.meta)
-    aliases = [str(a) for a in meta.get("aliases") or []]
+    aliases = [alias for alias, _rank in held]
     tags = [str(t) for t in meta.get("tags") or []]
     archs = [str(a) for a in meta.get("architectures") or []]
     languages = [str(lang) for lang in meta.get("languages") or []]
     doc = tantivy.Document()
     doc.add_text("id", row.id)
+    doc.add_text("id_exact", row.id.lower())
     _add_searched(doc, "title", f"{row.title} {row.id}")
     _add_searched(doc, "aliases", "\n".join(aliases))
     _add_searched(doc, "tags", " ".join(tags + archs))
@@ -511,7 +540,7 @@ def _add_page(pages: Any, sections: Any, number: int, row: Any, rows: list[Any])
     _add_terms(doc, "headings", headings)
     _add_terms(doc, "body", texts)
     doc.add_text("type", row.type)
-    for fam in dict.fromkeys(_family(a) for a in archs):
+    for fam in dict.fromkeys(normalize_arch(a) for a in archs):  # as the arch filter asks (sm90a ≡ sm90; blackwell)
         doc.add_text("arch", fam)
     for tag in dict.fromkeys(t.lower() for t in tags):
         doc.add_text("tag", tag)
@@ -527,6 +556,8 @@ def _add_page(pages: Any, sections: Any, number: int, row: Any, rows: list[Any])
             doc.add_text(name, value)
     for alias in dict.fromkeys(a.strip().lower() for a in aliases):
         doc.add_text("alias_exact", alias)
+    for ranked in dict.fromkeys(f"{rank}:{alias.strip().lower()}" for alias, rank in held):
+        doc.add_text("alias_rank", ranked)
     doc.add_text("title_exact", row.title.strip().lower())
     data = {"id": row.id, "title": row.title, "type": row.type, "path": row.path, "architectures": archs}
     doc.add_unsigned("page_no", number)
@@ -614,8 +645,3 @@ def _pack_section(heading: str, anchor: str, text: str) -> bytes:
 def _unpack_section(data: bytes) -> dict[str, str]:
     heading, anchor, text = bytes(data).decode().split(SECTION_SEPARATOR)
     return {"heading": heading, "anchor": anchor, "text": text}
-
-
-def _family(arch: str) -> str:
-    forms = arch_forms(fold(arch).replace("-", ""))
-    return forms[-1] if forms else fold(arch)

@@ -17,7 +17,14 @@ from sqlalchemy import text
 from app.index.build import reindex
 from app.index.db import make_engine
 from app.index.pages import load_wiki
-from snippets.repository import condition_holds, open_repository, page_files, type_from_folder
+from snippets.repository import (
+    ALIAS_BY_ID,
+    ALIAS_NAMED,
+    condition_holds,
+    open_repository,
+    page_files,
+    type_from_folder,
+)
 
 REPO = Path(__file__).resolve().parents[2] / "fixtures" / "kwrepo"
 
@@ -115,6 +122,43 @@ def test_index_serves_every_page_as_it_is_with_global_aliases_merged(tmp_path: P
     assert types["pr-demo-lib-7"] == "source-pr" and types["lang-cute-dsl"] == "language"
 
 
+@pytest.mark.parametrize(
+    ("page_id", "page_type", "title", "own", "merged"),
+    [
+        # its own aliases name the term (any case): the names it lacks join, held as named ("TMA" is its "tma")
+        ("hw-bulk-copy", "hardware", "Bulk tensor copies", ["tma"], [("bulk tensor copy", ALIAS_NAMED)]),
+        # its title names one of the term's names
+        ("technique-x", "technique", "Bulk tensor copy", [], [("bulk tensor copy", ALIAS_NAMED), ("TMA", ALIAS_NAMED)]),
+        # its id is the type's id_prefix (data/schemas.yaml) and the term
+        ("hw-tma", "hardware", "Copies", [], [("bulk tensor copy", ALIAS_BY_ID), ("TMA", ALIAS_BY_ID)]),
+        ("hw-sm90", "hardware", "Hopper", ["H200"], [("sm90", ALIAS_NAMED)]),  # named and its id: held as named, the stronger
+        # the term only ends a longer id, whatever the prefix: nothing
+        ("migration-wgmma-to-tcgen05", "migration", "From wgmma", [], []),
+        ("hw-copy-tma", "hardware", "Copies", [], []),
+        # a prefix that is not the type's declared one: nothing
+        ("technique-tma", "hardware", "Copies", [], []),
+        # source pages take none, even named or with a short prefix
+        ("doc-tma", "source-doc", "TMA", ["TMA"], []),
+        ("doc-cuda-13-0-2-tma", "source-doc", "CUDA", [], []),
+    ],
+)
+def test_a_global_term_goes_to_the_pages_that_name_it_or_whose_short_id_it_is(
+    page_id: str, page_type: str, title: str, own: list[str], merged: list[tuple[str, int]]
+) -> None:
+    repo = open_repository(REPO)  # tma: ["bulk tensor copy", TMA]; tcgen05; sm90: [H200]
+    assert repo.aliases_for(page_id, page_type, title, own) == merged
+
+
+def test_without_a_declared_id_prefix_the_short_type_prefixes_name_a_term(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "aliases.yaml").write_text("tmem: [TMEM, tensor memory]\n")
+    repo = open_repository(tmp_path)  # the built-in schema: no id_prefix
+    assert repo.aliases_for("hw-tmem", "hardware", "T", []) == [("TMEM", ALIAS_BY_ID), ("tensor memory", ALIAS_BY_ID)]
+    assert repo.aliases_for("tmem", "concept", "T", []) == [("tensor memory", ALIAS_BY_ID)]  # the id is the term
+    assert repo.aliases_for("notes-tmem", "concept", "T", []) == []
+    assert repo.aliases_for("hw-tmem", "source", "T", []) == []
+
+
 def test_lint_checks_reproducibility_against_blocks_and_evidence() -> None:
     from app.evidence.reproducibility import lint_reproducibility
     from snippets.extract import extract_snippets
@@ -174,7 +218,10 @@ def test_views_are_kept_per_app_until_the_index_changes(tmp_path: Path) -> None:
     assert groups["tile-scheduling"] == ["pr-demo-lib-7"] and "tile-scheduling" not in {g["value"] for g in first["groups"]}
 
 
-def test_a_change_to_the_data_files_reindexes_the_pages_that_depend_on_them(tmp_path: Path, db_url: str) -> None:
+def test_a_change_to_the_data_files_reindexes_the_pages_that_depend_on_them(
+    tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.index import build
     from app.index.db import create_schema
 
     root = Path(shutil.copytree(REPO, tmp_path / "repo"))
@@ -199,5 +246,7 @@ def test_a_change_to_the_data_files_reindexes_the_pages_that_depend_on_them(tmp_
         aliases_file.unlink()  # without the registry only the page's own aliases stay
         assert len(reindex(engine, root).updated) == 14
         assert aliases() == {"TMA", "cp.async.bulk.tensor"}
+        monkeypatch.setattr(build, "ROWS_VERSION", build.ROWS_VERSION + 1)  # a version whose rows differ for the same files
+        assert len(reindex(engine, root).updated) == 14 and reindex(engine, root).updated == []
     finally:
         engine.dispose()

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from app.index.filters import Filters
-from app.search import SearchEngine, search_dir_for
+from app.search import SearchEngine, search_dir_for, sync
 from app.search.sync import pages_digest
 from app.store import Store
+
+KWREPO = Path(__file__).resolve().parents[2] / "fixtures" / "kwrepo"
 
 
 def test_the_folder_lies_beside_an_sqlite_file_and_per_database_under_the_data_folder_for_postgresql() -> None:
@@ -132,3 +137,24 @@ def test_the_pages_digest_is_the_one_the_build_wrote_moves_with_a_page_and_leave
         with store.engine.connect() as conn:
             assert pages_digest(conn) != written
             assert pages_digest(conn) == (folder / str(store.search_engine._folder) / "digest").read_text()
+
+
+def test_a_reparse_that_no_page_file_caused_reaches_the_full_text_index(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change to data/aliases.yaml reparses every page with its content hash as it was; the full-text index kept the
+    generation of the old aliases (its digest and page table name only ids, hashes and paths). So does a new format of
+    its documents: a process of the new version builds the host's index anew instead of opening the old one."""
+    root = Path(shutil.copytree(KWREPO, tmp_path / "repo"))
+    folder = tmp_path / "search"
+    with _serving(db_url, folder, root) as store:
+        assert store.searcher.search("async tile mover", Filters()).results[0].id != "hw-bulk-copy"
+        aliases_file = root / "data" / "aliases.yaml"
+        aliases_file.write_text(aliases_file.read_text() + 'tma-extra:\n  - "async tile mover"\n  - TMA\n')
+        assert len(store.reindex(root).updated) == 14
+        assert store.searcher.search("async tile mover", Filters()).results[0].id == "hw-bulk-copy"  # the exact alias
+        published = store.search_engine._folder
+    monkeypatch.setattr(sync, "FORMAT", sync.FORMAT + 1)
+    with _serving(db_url, folder) as fresh:
+        assert fresh.searcher.search("async tile mover", Filters()).results[0].id == "hw-bulk-copy"
+        assert fresh.search_engine._folder != published
