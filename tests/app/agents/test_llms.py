@@ -171,7 +171,7 @@ def test_llms_txt_reads_descriptions_stored_at_indexing_and_works_out_those_of_o
         bodies = dict(conn.execute(text("SELECT id, body FROM page")).all())
     assert stored and all(stored[pid] == description(bodies[pid]) for pid in stored)
     assert "The TMA copies tiles between global and shared memory." in stored.values()
-    before = "".join(llms_txt(store.pages, "http://x"))
+    before = "".join(llms_txt(store.pages, "http://x", ()))
     with store.engine.begin() as conn:  # an index from before migration 0010: no stored description
         conn.exec_driver_sql("UPDATE page SET description = NULL")
-    assert "".join(llms_txt(store.pages, "http://x")) == before
+    assert "".join(llms_txt(store.pages, "http://x", ())) == before
