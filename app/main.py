@@ -149,7 +149,8 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
 
     app = FastAPI(
         title="kernelwiki",
-        description="GPU kernel engineering facts whose snippets are compiled and run on real GPUs.",
+        description="GPU kernel engineering facts, each code snippet with its verification evidence: compiled for "
+        "which architecture, run on which GPU, or not.",
         version="0.1.0",
         lifespan=lifespan,
         docs_url=None,  # served from the package's own Swagger UI files under a CSP (app/api/docs.py)

@@ -54,6 +54,7 @@ def open_store(settings: Settings, read_only: bool = False) -> Store:
             settings.search_refresh_s,
             directory=settings.search_dir or search_dir_for(settings.db),
         ),
+        wiki=settings.wiki,
     )
     if not read_only:
         store.create_schema()

@@ -38,9 +38,16 @@ LISTING_CACHE_SIZE = 256
 class Pages:
     """Reading pages from one database (`engine`, for a connection of its own when the caller has none)."""
 
-    def __init__(self, engine: Engine, evidence: EvidenceStore, cache_size: int = LISTING_CACHE_SIZE) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        evidence: EvidenceStore,
+        cache_size: int = LISTING_CACHE_SIZE,
+        files: lookup.RepositoryFiles | None = None,
+    ) -> None:
         self.engine = engine
         self.evidence = evidence
+        self.files = files or lookup.RepositoryFiles()  # how the wiki's repository names a page's file (`page.file`)
         self.per_generation = PerGeneration(cache_size)  # facets and graph answers
 
     @contextmanager
@@ -53,7 +60,7 @@ class Pages:
         """Everything about a page: front matter, sections, links, backlinks, snippets with evidence, and with
         `html` its body rendered (the page API; the web view renders with its own hooks)."""
         with self.connection(conn) as conn:
-            return page_view(conn, page_id, self.evidence, html)
+            return page_view(conn, page_id, self.evidence, self.files, html)
 
     def list_pages(
         self,
@@ -93,8 +100,13 @@ class Pages:
             return lookup.resolve(conn, name)
 
     def page_by_path(self, path: str, conn: Connection | None = None) -> str | None:
+        """The id of the page whose file is `path` relative to the wiki root, if any."""
         with self.connection(conn) as conn:
             return lookup.page_by_path(conn, path)
+
+    def page_under_wiki(self, path: str, conn: Connection | None = None) -> str | None:
+        """The id of the page whose file is `path` under the wiki pages folder (`/wiki/{path}`), if any."""
+        return self.page_by_path(self.files.under_wiki(path), conn=conn)
 
     def page_sources(self, page_ids: list[str], conn: Connection | None = None) -> dict[str, tuple[str, int]]:
         """Each existing page's Markdown body and the file line it starts on (for the Markdown views of app/agents)."""
@@ -102,9 +114,12 @@ class Pages:
             return lookup.page_sources(conn, page_ids)
 
 
-def page_view(conn: Connection, page_id: str, evidence: EvidenceStore, html: bool = False) -> PagePublic | None:
+def page_view(
+    conn: Connection, page_id: str, evidence: EvidenceStore, files: lookup.RepositoryFiles, html: bool = False
+) -> PagePublic | None:
     """Everything about a page, or None: its rows, links both ways, diagnostics, and its snippets' evidence and claims;
-    with `html`, its body rendered to safe HTML (done on request: the index stores no HTML)."""
+    with `html`, its body rendered to safe HTML (done on request: the index stores no HTML). `files` names the page's
+    file in its repository (`file`)."""
     page = conn.execute(table_of(PageRow).select().where(col(PageRow.id) == page_id)).first()
     if page is None:
         return None
@@ -166,6 +181,7 @@ def page_view(conn: Connection, page_id: str, evidence: EvidenceStore, html: boo
         title=page.title,
         type=page.type,
         path=page.path,
+        file=files.file(page.path),
         meta=meta,
         html=render(page.body).html if html else "",
         toc=json.loads(page.toc),

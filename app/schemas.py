@@ -181,7 +181,11 @@ class PagePublic(BaseModel):
     id: str
     title: str
     type: str
-    path: str
+    path: str = Field(description="the page's file relative to the wiki root (`--wiki`)")
+    file: str = Field(
+        description="the page's file as its repository names it: the path itself under a KernelWiki repository root "
+        "(`wiki/hardware/tma.md`), the folder's name and the path for a plain folder of pages (kernelwiki's `wiki/`)",
+    )
     meta: dict[str, Any] = Field(description="every front-matter field, unknown keys included")
     html: str = Field(description="the body rendered to safe HTML (raw HTML escaped, unsafe link schemes refused)")
     toc: list[dict[str, Any]]

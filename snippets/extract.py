@@ -44,6 +44,13 @@ def _parser() -> MarkdownIt:
     return _PARSERS[0]
 
 
+def fence_words(body: str) -> list[str]:
+    """The language word of every fenced block of a body as written (`bash`, `cuda`; "" for a fence without one),
+    in page order: code the page shows, whether kernelwiki verifies its language or not. Found by the same parser
+    as the snippets (`_parser`)."""
+    return [language_of(t.info)[1] for t in _parser().parse(body) if t.type == "fence"]
+
+
 def split_hidden(lang: str, content: str, first_line: int) -> tuple[str, str, list[int]]:
     """(visible source, full source, file lines of hidden lines) of a block's content."""
     pattern = _HIDDEN.get(lang, _HIDDEN_C)

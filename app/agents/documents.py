@@ -10,19 +10,18 @@ from collections.abc import Iterator
 
 from app.agents.markdown import page_markdown, page_url, status_legend
 from app.index.markdown import description
+from app.index.run_gpus import ran_on_statement
 from app.pages import Pages
 
 TITLE = "kernelwiki"
 SUMMARY = (
     "GPU kernel engineering facts for NVIDIA Hopper (SM90) and Blackwell (SM100): TMA, TMEM, wgmma, tcgen05, "
-    "mbarrier, clusters. Every code snippet is compiled with nvcc for the architectures its page claims and, "
-    "where it is a program, run on a GPU of that architecture when one was available; each snippet carries "
-    "that evidence."
+    "mbarrier, clusters. Code snippets are verified for the architectures their page claims: compiled with nvcc "
+    "(Python byte-compiled; sketches and fragments are not built) and, where a block is a program, run on a GPU "
+    "of that architecture when one was available; each snippet carries that evidence."
 )
-NO_BLACKWELL = (
-    "No Blackwell (SM100/SM103) GPU has been available: Blackwell programs are compiled but have never run, "
-    "and their evidence says so (run step `skipped`). Programs for SM90 ran on an NVIDIA H200."
-)
+RanOn = tuple[tuple[str, tuple[str, ...]], ...]
+"""What ran where (app/index/run_gpus.py `ran_on`): family → GPUs that ran a program of it that passed."""
 TYPE_HEADINGS = {
     "hardware": "Hardware",
     "technique": "Techniques",
@@ -108,16 +107,16 @@ LINES_PER_PIECE = 2000
 then one string, then its bytes raised a worker's heap by ~75 MB that it never gave back (measured 2026-12-04)."""
 
 
-def llms_txt(pages: Pages, base_url: str) -> Iterator[str]:
-    """The llmstxt.org index: title, summary, how to read the evidence, then a link per page grouped by type
-    (produced in pieces; joined, they are the document)."""
+def llms_txt(pages: Pages, base_url: str, ran: RanOn) -> Iterator[str]:
+    """The llmstxt.org index: title, summary, what ran where (`ran`, from the evidence held), how to read the
+    evidence, then a link per page grouped by type (produced in pieces; joined, they are the document)."""
     base = base_url.rstrip("/")
     lines = [
         f"# {TITLE}",
         "",
         f"> {SUMMARY}",
         "",
-        NO_BLACKWELL,
+        ran_on_statement(ran),
         "",
         "Each link below is a page's Markdown: YAML front matter with its facts (architectures, aliases, "
         "confidence, evidence counts per target), then the body, with hidden setup lines left out and an "
@@ -149,9 +148,9 @@ def llms_txt(pages: Pages, base_url: str) -> Iterator[str]:
     yield "\n".join(lines) + "\n" if lines else ""
 
 
-def llms_full_txt(pages: Pages, base_url: str) -> Iterator[str]:
-    """Every page's Markdown, one after another, in llms.txt order (produced page by page)."""
-    yield f"# {TITLE}\n\n> {SUMMARY}\n\n{NO_BLACKWELL}\n\nEvidence statuses:\n\n{status_legend()}\n"
+def llms_full_txt(pages: Pages, base_url: str, ran: RanOn) -> Iterator[str]:
+    """Every page's Markdown, one after another, in llms.txt order (produced page by page), after what ran where."""
+    yield f"# {TITLE}\n\n> {SUMMARY}\n\n{ran_on_statement(ran)}\n\nEvidence statuses:\n\n{status_legend()}\n"
     for _, _, _, _, page_id, _, _, _ in _all_pages(pages):
         text = page_document(pages, page_id, base_url)
         if text is not None:

@@ -188,7 +188,7 @@ def front_matter(page: PagePublic, base_url: str) -> str:
     if isinstance(meta.get("url"), str):
         facts["url"] = meta["url"]
     facts["markdown"] = page_url(base_url, page.id)
-    facts["file"] = f"wiki/{page.path}"
+    facts["file"] = page.file  # app/index/lookup.py RepositoryFiles: the path in the wiki's repository
     if page.evidence_summary:
         facts["evidence"] = evidence_counts(page.evidence_summary)
     if isinstance(meta.get("reproducibility"), str):

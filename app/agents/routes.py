@@ -14,10 +14,11 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from sqlalchemy.engine import Connection
 
 from app.agents.cache import RenderedDocuments, matches
-from app.agents.documents import llms_full_txt, llms_txt, page_document
+from app.agents.documents import RanOn, llms_full_txt, llms_txt, page_document
 from app.deps import ConnDep, PagesDep
 from app.evidence.status import data_version
 from app.index.db import index_generation
+from app.index.run_gpus import ran_on
 from app.pages import Pages
 
 router = APIRouter(tags=["agents"])
@@ -62,8 +63,9 @@ def _cached(request: Request, conn: Connection, key: Hashable, render: Callable[
 @router.get("/llms.txt", response_class=PlainTextResponse, summary="llmstxt.org index of every page")
 @router.head("/llms.txt", include_in_schema=False)
 def get_llms_txt(request: Request, pages: PagesDep, conn: ConnDep) -> Response:
-    """Rendered once per index generation; `If-None-Match` with the ETag answers 304."""
-    return _cached(request, conn, _llms_txt_key(conn), lambda origin: llms_txt(pages, origin))
+    """Rendered once per index generation and what ran where; `If-None-Match` with the ETag answers 304."""
+    key = llms_txt_key(conn)
+    return _cached(request, conn, key, lambda origin: llms_txt(pages, origin, key[2]))
 
 
 def warm_llms_txt(app: Any) -> None:
@@ -76,19 +78,25 @@ def warm_llms_txt(app: Any) -> None:
 
 def llms_txt_of(pages: Pages, documents: RenderedDocuments, conn: Connection) -> None:
     """/llms.txt of the generation behind `conn` in `documents` (rendered unless a process has it already)."""
-    documents.get(conn, _llms_txt_key(conn), lambda origin: llms_txt(pages, origin))
+    key = llms_txt_key(conn)
+    documents.get(conn, key, lambda origin: llms_txt(pages, origin, key[2]))
 
 
-def _llms_txt_key(conn: Connection) -> tuple[str, int | None]:
-    """/llms.txt's version: the index generation (it lists pages; evidence does not show in it)."""
-    return ("llms.txt", index_generation(conn))
+def llms_txt_key(conn: Connection) -> tuple[str, int | None, RanOn]:
+    """/llms.txt's version: the index generation (it lists pages) and what ran where (app/index/run_gpus.py, a read
+    of a few rows): its only words from the evidence, which change when a GPU first runs a program of a family,
+    not with every record."""
+    return ("llms.txt", index_generation(conn), ran_on(conn))
 
 
 @router.get("/llms-full.txt", response_class=PlainTextResponse, summary="every page's Markdown in one file")
 @router.head("/llms-full.txt", include_in_schema=False)
 def get_llms_full_txt(request: Request, pages: PagesDep, conn: ConnDep) -> Response:
     """Rendered once per data version (index generation and evidence); `If-None-Match` with the ETag answers 304."""
-    return _cached(request, conn, ("llms-full.txt", data_version(conn)), lambda origin: llms_full_txt(pages, origin))
+    # What ran where is read only when the document is rendered: it changes with the evidence, as the version does.
+    return _cached(
+        request, conn, ("llms-full.txt", data_version(conn)), lambda origin: llms_full_txt(pages, origin, ran_on(conn))
+    )
 
 
 @router.get("/pages/{page_id}.md", response_class=PlainTextResponse, summary="a page as Markdown with its evidence")

@@ -93,7 +93,8 @@ def index(
         typer.echo(str(d), err=True)
     out.print(
         f"indexed {settings.wiki}: {len(report.added)} added, {len(report.updated)} updated, "
-        f"{len(report.removed)} removed, {report.unchanged} unchanged, {len(report.failed)} with errors, "
+        f"{len(report.removed)} removed, {report.unchanged} unchanged, {len(report.failed)} left out with errors, "
+        f"{len(report.indexed_with_errors)} indexed with errors, "
         f"{len(report.skipped)} skipped (not pages) "
         f"in {report.seconds:.2f}s; evidence: {loaded.inserted} new records",
         highlight=False,

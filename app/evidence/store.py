@@ -26,6 +26,7 @@ from app.evidence.ingest import EvidenceIn, JSONProblem, canonical_stamp, curren
 from app.evidence.matrix_cells import load_matrix_file
 from app.index.db import bulk_insert, chunks, serialize_status_writers
 from app.index.models import EvidenceRow, SnippetRow, SnippetTargetRow, table_of
+from app.index.run_gpus import ran_on, ran_pairs, record_ran
 from app.schemas import EvidencePublic, SnippetPublic
 from runner import diagnostics, status as status_rules
 from runner.status import STALE, SnippetSummary, StepFact, needed_steps, summarize_snippet
@@ -121,6 +122,11 @@ class EvidenceStore:
     def count(self, conn: Connection) -> int:
         return conn.execute(select(func.count(col(EvidenceRow.record_id)))).scalar() or 0
 
+    def ran_on(self, conn: Connection) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """Which GPUs ran a program that passed, per architecture family (app/index/run_gpus.py): one read of the
+        few rows `store` keeps, never a scan of the evidence."""
+        return ran_on(conn)
+
     def accept(self, items: list[Any], received_at: datetime, whole: bool = False) -> Acceptance:
         """The one acceptance rule for evidence (POST, `evidence import`, start-up loading, `verify`).
 
@@ -202,6 +208,8 @@ class EvidenceStore:
             if rows:
                 conn.execute(insert(EvidenceRow), rows)
                 self.refresh_statuses(conn, {str(r["snippet_id"]) for r in rows})  # in the same transaction as the records
+                fresh = [good[str(r["record_id"])] for r in rows]  # what ran where (app/index/run_gpus.py), likewise
+                record_ran(conn, ran_pairs((r.step, r.status, r.target, r.gpu_name, r.compute_capability) for r in fresh))
         result.inserted = len(rows)
         result.duplicates = len(good) - len(rows)
         return result

@@ -98,6 +98,7 @@ class IndexReport:
     removed: list[str] = field(default_factory=list)  # page ids that left the index
     unchanged: int = 0  # files skipped because nothing changed
     failed: list[str] = field(default_factory=list)  # paths of files with errors (not indexed)
+    indexed_with_errors: list[str] = field(default_factory=list)  # paths of files indexed despite error findings (schema, blocks)
     changed_snippets: list[str] = field(default_factory=list)  # snippet ids whose content hash is new
     diagnostics: list[Diagnostic] = field(default_factory=list)
     skipped: list[Diagnostic] = field(default_factory=list)  # info lines: Markdown files that are not pages
@@ -475,6 +476,8 @@ def reindex(
             else:
                 prep.diagnostics += prep.schema
                 kept[prep.rel] = page_id
+                if any(d.severity == "error" for d in prep.diagnostics):
+                    report.indexed_with_errors.append(prep.rel)
                 rows.add(prep)
                 written += [sid for sid, _ in prep.snippets]
                 report.changed_snippets += [sid for sid, h in prep.snippets if h not in known_hashes]

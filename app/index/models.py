@@ -201,6 +201,15 @@ class EvidenceRow(SQLModel, table=True):
     toolchain_release: str | None = None  # an explicitly chosen CUDA release (verify --toolchain 13.1) (0012); None: the default
 
 
+class RunGpuRow(SQLModel, table=True):
+    """A GPU that ran a program which passed, per architecture family (0015; app/index/run_gpus.py): what the home
+    page and /llms.txt say ran where, kept as records are stored so that no request scans the evidence."""
+
+    __tablename__ = "run_gpu"
+    family: str = Field(primary_key=True)  # "Hopper", "Blackwell", … (app/index/run_gpus.py family_of)
+    gpu_name: str = Field(primary_key=True)  # as the record names it: "NVIDIA H200"
+
+
 class MatrixCellRow(SQLModel, table=True):
     """One cell of the toolchain × target matrix (runner/matrix.py `MatrixCell`): a snippet × target × CUDA release (0012).
 

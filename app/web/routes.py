@@ -99,9 +99,10 @@ def page(request: Request, pages: PagesDep, conn: ConnDep, page_id: str) -> Resp
 
 @router.get("/wiki/{path:path}")
 def wiki_file(request: Request, pages: PagesDep, conn: ConnDep, path: str) -> Response:
-    """A page by its file's path under wiki/ (with or without `.md`)."""
-    page_id = pages.page_by_path(path, conn=conn) or (
-        pages.page_by_path(path + ".md", conn=conn) if not path.endswith(".md") else None
+    """A page by its file's path under the wiki pages folder (with or without `.md`): a KernelWiki repository's
+    `wiki/`, or the plain folder of pages (app/index/lookup.py `RepositoryFiles.under_wiki`)."""
+    page_id = pages.page_under_wiki(path, conn=conn) or (
+        pages.page_under_wiki(path + ".md", conn=conn) if not path.endswith(".md") else None
     )
     if page_id is None:
         raise HTTPException(404, f"No wiki file is at “{path}”.")
@@ -173,6 +174,7 @@ def search(
         "with_": with_,
         "title": f"Search: {echo}" if q else "Search",
         "problems": [p.message for p in problems],
+        "file_of": pages.files.file,  # a result's file as the wiki's repository names it
     }
     return html_page(request, "search.html", context, status=422 if problems else 200)
 

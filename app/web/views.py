@@ -17,6 +17,7 @@ from app.evidence import status as evidence_status
 from app.evidence.store import NO_TARGET, EvidenceStore
 from app.index.db import connected, index_generation
 from app.index.filters import Filters
+from app.index.run_gpus import ran_on_statement
 from app.pages import Pages
 from app.schemas import PageList, PagePublic, PageSummary, SearchPublic, SearchResult, SnippetPublic
 from app.web import queries
@@ -82,18 +83,21 @@ def page_view(pages: Pages, web: WebState, page_id: str, conn: Connection) -> Pa
 
 @dataclass(frozen=True)
 class Summary:
-    """Snippet status counts and the newest run, for one data version."""
+    """Snippet status counts, the newest run and what ran where, for one data version."""
 
     status_counts: Counter[str]
     snippet_total: int
     evidence_total: int
     latest: dict[str, Any] | None
+    ran_on: str  # which GPUs ran programs that passed, per family, in words (app/index/run_gpus.py)
 
 
 def summary(evidence: EvidenceStore, conn: Connection) -> Summary:
-    """From the statuses stored with the snippets (app/evidence/status.py): counted in SQL, nothing rebuilt."""
+    """From the statuses stored with the snippets (app/evidence/status.py): counted in SQL, nothing rebuilt; what ran
+    where from the few rows of `run_gpu`, kept as evidence is stored (never a scan of the evidence)."""
     counts = evidence_status.status_counts(conn)
-    return Summary(counts, sum(counts.values()), evidence.count(conn), queries.latest_run(conn))
+    ran = ran_on_statement(evidence.ran_on(conn))
+    return Summary(counts, sum(counts.values()), evidence.count(conn), queries.latest_run(conn), ran)
 
 
 @dataclass
@@ -109,6 +113,7 @@ class HomeView:
     snippet_total: int
     evidence_total: int
     latest: dict[str, Any] | None
+    ran_on: str  # what ran where, in words (Summary.ran_on)
 
     @property
     def next_offset(self) -> int | None:
@@ -151,6 +156,7 @@ def home_view(
         snippet_total=total.snippet_total,
         evidence_total=total.evidence_total,
         latest=total.latest,
+        ran_on=total.ran_on,
     )
 
 

@@ -12,8 +12,8 @@ from app.pages import page_view
 def test_a_page_is_the_same_with_the_requests_connection_or_the_services_own(store) -> None:  # type: ignore[no-untyped-def]
     own = store.pages.get_page("hw-tma")
     with store.engine.connect() as conn:
-        assert store.pages.get_page("hw-tma", conn=conn) == own == page_view(conn, "hw-tma", store.evidence)
-        assert page_view(conn, "no-such-page", store.evidence) is None
+        assert store.pages.get_page("hw-tma", conn=conn) == own == page_view(conn, "hw-tma", store.evidence, store.pages.files)
+        assert page_view(conn, "no-such-page", store.evidence, store.pages.files) is None
     assert own is not None and own.title.startswith("Tensor Memory Accelerator")
     assert {link.id for link in own.related} == {"hw-tmem", "hw-mbarrier"}
     assert [b.id for b in own.backlinks] == ["hw-mbarrier", "hw-tmem"]

@@ -97,7 +97,7 @@ def test_the_indexer_renders_llms_txt_of_each_generation_it_makes_so_no_worker_h
     """`serve`'s index keeper renders /llms.txt after its first index and after a reindex that changed pages."""
     from app.agents.cache import documents_dir
     from app.agents.documents import llms_txt
-    from app.index.db import index_generation
+    from app.agents.routes import llms_txt_key
     from app.main import keeper_for, open_store
     from app.watch import IndexStatus
 
@@ -107,14 +107,14 @@ def test_the_indexer_renders_llms_txt_of_each_generation_it_makes_so_no_worker_h
         keeper_for(settings, store, IndexStatus()).run()  # the first index (no watching: it returns)
         worker = RenderedDocuments(lambda: documents_dir(store.search_engine.directory))  # a worker's, say
         with store.engine.connect() as conn:
-            key = ("llms.txt", index_generation(conn))
-            found = worker.get(conn, key, lambda origin: llms_txt(store.pages, origin))
+            key = llms_txt_key(conn)
+            found = worker.get(conn, key, lambda origin: llms_txt(store.pages, origin, key[2]))
             assert worker.renderings == 0 and "/pages/hw-tma.md" in found.text("http://w")
             (settings.wiki / "new-page.md").write_text("---\nid: new-page\ntitle: A new page\ntype: technique\n---\nText.\n")
         keeper_for(settings, store, IndexStatus()).reindex()
         with store.engine.connect() as conn:
-            key = ("llms.txt", index_generation(conn))
-            found = worker.get(conn, key, lambda origin: llms_txt(store.pages, origin))
+            key = llms_txt_key(conn)
+            found = worker.get(conn, key, lambda origin: llms_txt(store.pages, origin, key[2]))
         assert worker.renderings == 0 and "/pages/new-page.md" in found.text("http://w")
     finally:
         store.engine.dispose()

@@ -55,6 +55,10 @@ def test_page_markdown_has_front_matter_facts_hidden_lines_left_out_and_evidence
     facts = front_matter(text)
     assert facts["id"] == "agent-demo" and facts["type"] == "technique" and facts["architectures"] == ["sm90a", "sm100a"]
     assert facts["aliases"] == ["AGENTDEMO"] and facts["related"] == ["hw-tma"] and facts["file"] == "wiki/agent-demo.md"
+    # The fixture wiki is a plain folder of pages named wiki/ (as the project's own): its files are wiki/<path>.
+    tma = agent_live.get("/pages/hw-tma.md").text
+    assert "\nfile: wiki/nvidia/tma.md\n" in tma and agent_live.get("/api/pages/hw-tma").json()["file"] == "wiki/nvidia/tma.md"
+    assert "<code>wiki/nvidia/tma.md</code>" in agent_live.get("/wiki/nvidia/tma.md").text
     assert "1 pass" in facts["evidence"]["sm_90a"] and "1 skipped" in facts["evidence"]["sm_100a"]
     assert "HIDDEN_SETUP_MACRO" not in text and "#include <cstdio>" not in text and "hidden_setup_module" not in text
     assert "__global__ void empty() {}" in text and 'print("visible python line")' in text
@@ -167,7 +171,7 @@ def test_llms_txt_reads_descriptions_stored_at_indexing_and_works_out_those_of_o
         bodies = dict(conn.execute(text("SELECT id, body FROM page")).all())
     assert stored and all(stored[pid] == description(bodies[pid]) for pid in stored)
     assert "The TMA copies tiles between global and shared memory." in stored.values()
-    before = "".join(llms_txt(store.pages, "http://x"))
+    before = "".join(llms_txt(store.pages, "http://x", ()))
     with store.engine.begin() as conn:  # an index from before migration 0010: no stored description
         conn.exec_driver_sql("UPDATE page SET description = NULL")
-    assert "".join(llms_txt(store.pages, "http://x")) == before
+    assert "".join(llms_txt(store.pages, "http://x", ())) == before

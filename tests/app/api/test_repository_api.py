@@ -205,3 +205,23 @@ def test_schema_findings_are_stored_with_the_index_and_shown_on_the_page_and_in_
     html = live.get("/pages/kernel-copy").text
     assert "Schema and lint findings" in html and "missing required field &#39;performance_claims&#39;" in html
     assert live.get("/api/pages/kernel-tiled-reduction").json()["problems"] == []
+
+
+def test_a_pages_file_is_named_as_the_repository_names_it(shared_live) -> None:  # noqa: ANN001
+    """Under a KernelWiki root a page's stored path is already the repository's (`wiki/…`, `sources/…`): the
+    Markdown's `file:`, the API, the page and search show it as it is, and `/wiki/{path}` is a file under wiki/."""
+    live = shared_live  # reads only: one server per backend for the module
+    files = {
+        "hw-bulk-copy": "wiki/hardware/bulk-copy.md",
+        "pr-demo-lib-7": "sources/prs/demo-lib/PR-7.md",
+    }
+    for page_id, file in files.items():
+        markdown = live.get(f"/pages/{page_id}.md").text
+        assert f"\nfile: {file}\n" in markdown.split("---\n")[1], page_id
+        assert live.get(f"/api/pages/{page_id}").json()["file"] == file
+        assert f"<code>{file}</code>" in live.get(f"/pages/{page_id}").text
+    assert "wiki/hardware/bulk-copy.md</code>" in live.get("/search", params={"q": "bulk tensor copies"}).text
+    by_file = live.get("/wiki/hardware/bulk-copy.md")
+    assert by_file.status_code == 200 and '<link rel="canonical" href="/pages/hw-bulk-copy">' in by_file.text
+    assert live.get("/wiki/hardware/bulk-copy").status_code == 200
+    assert live.get("/wiki/wiki/hardware/bulk-copy.md").status_code == 404

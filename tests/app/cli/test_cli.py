@@ -74,3 +74,31 @@ def test_both_verify_command_lines_take_the_shared_options_with_the_same_help() 
             assert option.flag in text and option.help in text, (option.flag, text)
         if option.env:
             assert f"env var: {option.env}" in ours and f"[env {option.env}]" in runners
+
+
+def test_index_counts_the_files_left_out_and_the_pages_indexed_with_errors(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """The summary counts what the error lines above it say: files left out (unreadable, a duplicate id) apart from
+    pages indexed with schema or other errors; before, a page breaking its schema was counted nowhere ("0 with errors")."""
+    import re
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from app.cli.main import cli
+
+    repo = Path(shutil.copytree(Path(__file__).parents[2] / "fixtures" / "kwrepo", tmp_path / "repo"))
+    (repo / "wiki" / "hardware" / "broken.md").write_text("---\nid: [unclosed\n---\n# Broken\n", encoding="utf-8")
+    (tmp_path / "evidence").mkdir()
+    monkeypatch.setenv("KERNELWIKI_EVIDENCE", str(tmp_path / "evidence"))
+    argv = ["index", "--wiki", str(repo), "--db", f"sqlite:///{tmp_path / 'index.db'}"]
+    first = CliRunner().invoke(cli, argv)
+    assert first.exit_code == 0, first.output
+    erring = {line.split(":", 1)[0] for line in first.stderr.splitlines() if ": error: " in line}
+    assert "wiki/hardware/broken.md" in erring and len(erring) >= 3, first.stderr
+    summary = " ".join(first.stdout.split())
+    counts = re.search(r"(\d+) left out with errors, (\d+) indexed with errors,", summary)
+    assert counts is not None, summary
+    assert (int(counts[1]), int(counts[2])) == (1, len(erring) - 1), (summary, sorted(erring))
+    # Again: the file left out is read again (and counted), the unchanged pages are not (their findings stay stored).
+    again = " ".join(CliRunner().invoke(cli, argv).stdout.split())
+    assert "1 left out with errors, 0 indexed with errors," in again, again

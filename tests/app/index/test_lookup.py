@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from app.index.lookup import page_by_path, page_sources, resolve
+from pathlib import Path
+
+import pytest
+
+from app.index.lookup import RepositoryFiles, page_by_path, page_sources, resolve
 
 
 def test_a_name_resolves_by_id_alias_or_title_ignoring_case_and_spaces(shared_store) -> None:  # type: ignore[no-untyped-def]
@@ -34,3 +38,22 @@ def test_page_sources_reads_every_page_asked_for_across_chunks_and_skips_missing
     assert sorted(found) == ["hw-tma", "hw-tmem"]
     body, line = found["hw-tmem"]
     assert "128 lanes" in body and line > 1  # the body starts after the front matter
+
+
+def test_a_pages_file_is_named_as_the_repository_holding_the_wiki_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KERNELWIKI_PAGE_FOLDERS", raising=False)
+    repo = tmp_path / "KernelWiki"
+    (repo / "wiki" / "hardware").mkdir(parents=True)
+    (repo / "sources" / "prs").mkdir(parents=True)
+    layout = RepositoryFiles.of(repo)  # a repository root: the stored path is the repository's already
+    assert layout.file("wiki/hardware/tma.md") == "wiki/hardware/tma.md"
+    assert layout.file("sources/prs/PR-1.md") == "sources/prs/PR-1.md"
+    assert layout.under_wiki("hardware/tma.md") == "wiki/hardware/tma.md"
+    plain = RepositoryFiles.of(repo / "wiki")  # a plain folder (kernelwiki's wiki/): its name, then the path
+    assert plain.file("hardware/tma.md") == "wiki/hardware/tma.md"
+    assert plain.under_wiki("hardware/tma.md") == "hardware/tma.md"
+    assert RepositoryFiles.of(repo / "wiki" / "hardware").file("tma.md") == "hardware/tma.md"
+    monkeypatch.setenv("KERNELWIKI_PAGE_FOLDERS", "sources")  # named page folders make the root a repository too
+    assert RepositoryFiles.of(repo).file("sources/prs/PR-1.md") == "sources/prs/PR-1.md"

@@ -174,6 +174,38 @@ def test_lint_checks_reproducibility_against_blocks_and_evidence() -> None:
     }
 
 
+REPRODUCIBILITY_PAGES = {
+    "shell.md": ("snippet", "A build line.\n\n```bash\nmake\n```\n"),
+    "unlabelled.md": ("snippet", "```\nstep 1\n```\n"),
+    "prose.md": ("snippet", "Only prose, and an indented block:\n\n    not fenced\n"),
+    "shell-runnable.md": ("runnable", "```bash\nmake\n```\n\n~~~text\nOK\n~~~\n"),
+}
+
+
+def test_reproducibility_snippet_is_any_fenced_block_as_kernelwiki_s_schema_defines_it(tmp_path: Path) -> None:
+    """KernelWiki's references/schema.md: `snippet` is fenced code its validator does not compile, so a ```bash block
+    backs it; before, lint said "the page has no code block" of a page whose only block was bash. `runnable` needs
+    a program kernelwiki ran, so a page with no block in a language it builds is told which languages it found."""
+    from app.evidence.reproducibility import lint_reproducibility
+    from snippets.extract import extract_snippets
+
+    for name, (level, body) in REPRODUCIBILITY_PAGES.items():
+        stem = name.removesuffix(".md")
+        front = f"---\nid: {stem}\ntitle: {stem}\ntype: technique\nreproducibility: {level}\n---\n"
+        (tmp_path / name).write_text(front + body, encoding="utf-8")
+    wiki = load_wiki(tmp_path)
+    snippets = {p.id: extract_snippets(p.id, p.path, p.body, p.body_line, p.architectures)[0] for p in wiki.pages.values()}
+    found = {
+        d.path: d.message.removeprefix("reproducibility claims more than the page shows: ")
+        for d in lint_reproducibility(wiki.pages.values(), snippets, [])
+    }
+    assert found == {
+        "prose.md": "'snippet', but the page has no fenced code block",
+        "shell-runnable.md": "'runnable', but the page has no code block in a language kernelwiki builds or runs "
+        "(cuda, cpp, ptx, python; found: bash, text)",
+    }
+
+
 def test_performance_claims_are_read_with_their_problems() -> None:
     from app.index.perf import read_claims
     from snippets.page import parse_page
