@@ -36,7 +36,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -248,7 +248,8 @@ class SyncedIndex:
         self._checked = -math.inf  # time.monotonic() of the last generation check
         self._writers = 0  # reindexes of this process under way (`writing`)
         self._writers_lock = threading.Lock()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: `writing` holds it around a reindex whose own `sync` takes it again
+        self._host_held = False  # whether this process holds the host lock (`writing`; read only under `_lock`)
         self._cache: LRU[SearchPublic] = LRU(cache_size)  # answers, keyed with the generation they were made for
         self._held: list[IO[str]] = []  # the shared lock on the generation folder open here (`HostFolder.hold`)
         weakref.finalize(self, _release, self._held)  # let go of it with the engine
@@ -286,11 +287,29 @@ class SyncedIndex:
 
     @contextmanager
     def writing(self) -> Iterator[None]:
-        """Around a reindex of this process: searches ask for the generation until it is over (see `due`)."""
+        """Around a reindex of this process: searches ask for the generation until it is over (see `due`), and this
+        process holds the host lock from before its SQL commit until its own `sync` has published the generation.
+
+        So the process that indexes builds what it indexed: a serving process whose first search came in between the
+        commit and that sync would otherwise take the host lock first and build the generation itself (~50 s at
+        100,000 pages under `serve --workers N`, after which that worker held ~60 MB more than the others for good,
+        docs/benchmarks.md); it now waits for the lock, then opens the published generation. This process's own
+        searches meanwhile search the generation open until the commit, then wait for the sync (as before). The
+        order of the two locks is `sync`'s: this engine's, then the host's.
+        """
         with self._writers_lock:
             self._writers += 1
         try:
-            yield
+            with self._lock:
+                if self._host_held:  # a reindex within a reindex of this thread: the host lock is held already
+                    yield
+                    return
+                with self.host_folder().locked():
+                    self._host_held = True
+                    try:
+                        yield
+                    finally:
+                        self._host_held = False
         finally:
             with self._writers_lock:
                 self._writers -= 1
@@ -320,7 +339,7 @@ class SyncedIndex:
             if pointer is not None and pointer.generation == generation and self.generation is not None:
                 if self._open(folder, pointer):
                     return
-            with folder.locked():
+            with nullcontext() if self._host_held else folder.locked():  # held by `writing` already
                 pointer = folder.pointer()
                 if pointer is None or pointer.generation != generation or self.generation is None:
                     pointer = self._publish(conn, folder, generation, pointer)

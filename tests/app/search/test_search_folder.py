@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -158,3 +162,62 @@ def test_a_reparse_that_no_page_file_caused_reaches_the_full_text_index(
     with _serving(db_url, folder) as fresh:
         assert fresh.searcher.search("async tile mover", Filters()).results[0].id == "hw-bulk-copy"
         assert fresh.search_engine._folder != published
+
+
+def test_the_process_that_indexes_builds_its_generation_and_a_process_syncing_meanwhile_waits_and_opens_it(
+    db_url: str, wiki_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`serve --workers N`: a worker whose first search falls between `serve`'s SQL commit and its sync must not
+    build the generation itself (it would hold the build's memory for good); it waits for the host lock."""
+    folder = tmp_path / "search"
+    indexer = Store(db_url, search_engine=SearchEngine(directory=folder))
+    reader = Store(db_url, search_engine=SearchEngine(directory=folder))
+    builders: list[object] = []
+    build = sync.SyncedIndex._build
+    monkeypatch.setattr(sync.SyncedIndex, "_build", lambda self, *a, **k: (builders.append(self), build(self, *a, **k))[1])
+    asked = threading.Event()  # the reader asked for the host lock
+    locked = sync.HostFolder.locked
+
+    def noting(self: sync.HostFolder) -> Any:
+        if threading.current_thread().name == "reader-sync":
+            asked.set()
+        return locked(self)
+
+    monkeypatch.setattr(sync.HostFolder, "locked", noting)
+
+    reader_tid: list[int] = []
+
+    def reader_sync() -> None:
+        reader_tid.append(threading.get_native_id())
+        with reader.engine.connect() as conn:
+            reader.search_engine.sync(conn)
+
+    def blocked_in_flock() -> bool:
+        """Whether the reader's thread waits in flock(2) now (/proc: its syscall number, x86_64 73, aarch64 32)."""
+        try:
+            call = (Path("/proc/self/task") / str(reader_tid[0]) / "syscall").read_text().split()[0]
+        except (OSError, IndexError):
+            return False
+        return call == {"x86_64": "73", "aarch64": "32"}.get(os.uname().machine)
+
+    try:
+        indexer.create_schema()
+        with indexer.search_engine.writing():  # what Store.reindex does, with the reader's first sync in between
+            indexer.reindex(wiki_dir, full_text=False)  # the SQL commit
+            waiting = threading.Thread(target=reader_sync, name="reader-sync")
+            waiting.start()
+            assert asked.wait(30)
+            # Until the reader either built the generation itself (the race this guards against) or waits for the lock.
+            deadline = time.monotonic() + 60
+            while waiting.is_alive() and not blocked_in_flock() and time.monotonic() < deadline:
+                waiting.join(0.01)
+            with indexer.engine.connect() as conn:
+                indexer.search_engine.sync(conn)
+        waiting.join(30)
+        assert not waiting.is_alive()
+        assert builders == [indexer.search_engine]  # the reader built nothing
+        assert reader.search_engine._folder == indexer.search_engine._folder
+        assert reader.searcher.search("TMEM", Filters()).results[0].id == "hw-tmem"
+    finally:
+        reader.engine.dispose()
+        indexer.engine.dispose()
